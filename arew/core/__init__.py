@@ -1,0 +1,21 @@
+"""The method's core: critique records, coefficients, transforms, schedule, statistics.
+
+Pure torch; nothing here imports verl, so it can be read, tested and reused in isolation.
+"""
+
+from arew.core.config import AReWConfig, AReWConfigError, parse_config
+from arew.core.records import RECORDS_KEY, CritiqueRecordError, Segments, collect_segments, make_record
+from arew.core.reweight import add_intermediate_rewards, reweight_advantages
+
+__all__ = [
+    "RECORDS_KEY",
+    "AReWConfig",
+    "AReWConfigError",
+    "CritiqueRecordError",
+    "Segments",
+    "add_intermediate_rewards",
+    "collect_segments",
+    "make_record",
+    "parse_config",
+    "reweight_advantages",
+]

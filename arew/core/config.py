@@ -1,0 +1,175 @@
+"""The ``arew`` configuration section: typed, defaulted, validated at start-up.
+
+It lives under ``algorithm.arew`` in a verl config (verl passes the algorithm section to
+advantage estimators, and unknown keys there survive its dataclass conversion). Every key
+has a default; ``configs/arew/default.yaml`` documents them one per line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from arew.core.records import CHANNELS
+
+CHANNEL_SETS = {"off": (), "as": ("as",), "bt": ("bt",), "as+bt": ("as", "bt")}
+MODES = ("reweight", "intermediate_reward")
+GROUPINGS = ("pooled", "separate")
+WEIGHTINGS = ("per_step", "minority_fixed")
+WINDOWS = ("all", "first", "last")
+ON_INVALID = ("raise", "drop")
+
+
+class AReWConfigError(ValueError):
+    """An ``arew`` config value is invalid; the message names the full key."""
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    start_step: int = 0
+    end_step: int | None = None
+    warmup_steps: int = 0
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    flip_prob: float = 0.0
+    neg_to_pos_prob: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    keep: str = "all"
+    fraction: float = 0.4
+    fill: int = 0
+
+
+@dataclass(frozen=True)
+class AReWConfig:
+    channels: str = "as+bt"
+    mode: str = "reweight"
+    grouping: str = "pooled"
+    weighting: str = "per_step"
+    lam: float = 1.0
+    lam_as: float | None = None
+    lam_bt: float | None = None
+    reward_coef: float = 0.1
+    on_invalid: str = "raise"
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    window: WindowConfig = field(default_factory=WindowConfig)
+
+    @property
+    def enabled_channels(self) -> tuple[str, ...]:
+        return CHANNEL_SETS[self.channels]
+
+    def channel_lambdas(self) -> tuple[float, ...]:
+        """Strength per channel (index order of ``CHANNELS``); pooled mode uses ``lam``."""
+        if self.grouping == "pooled":
+            return tuple(self.lam for _ in CHANNELS)
+        overrides = {"as": self.lam_as, "bt": self.lam_bt}
+        return tuple(self.lam if overrides[c] is None else overrides[c] for c in CHANNELS)
+
+
+def _fail(key: str, message: str) -> None:
+    raise AReWConfigError(f"{key}: {message}")
+
+
+def _number(key: str, value, *, low: float | None = None, high: float | None = None, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(key, f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        _fail(key, f"must be finite, got {value!r}")
+    if integer and int(value) != value:
+        _fail(key, f"expected an integer, got {value!r}")
+    if low is not None and value < low:
+        _fail(key, f"must be >= {low}, got {value!r}")
+    if high is not None and value > high:
+        _fail(key, f"must be <= {high}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _choice(key: str, value, options) -> str:
+    if value not in options:
+        _fail(key, f"must be one of {list(options)}, got {value!r}")
+    return value
+
+
+def _section(cls, raw: Mapping | None, prefix: str, parsers: dict):
+    raw = {} if raw is None else dict(raw)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        _fail(f"{prefix}.{unknown[0]}", f"unknown key; valid keys are {sorted(known)}")
+    values = {name: parsers[name](f"{prefix}.{name}", raw[name]) for name in raw}
+    return cls(**values)
+
+
+def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWConfig:
+    """Build an :class:`AReWConfig` from a plain mapping (or OmegaConf container), or fail naming the key."""
+    if raw is not None and not isinstance(raw, Mapping):
+        _fail(prefix, f"expected a mapping, got {type(raw).__name__}")
+    raw = {} if raw is None else {k: raw[k] for k in raw}
+
+    def optional_lam(key, value):
+        return None if value is None else _number(key, value, low=0.0)
+
+    def optional_end(key, value):
+        return None if value is None else _number(key, value, low=0, integer=True)
+
+    def fill(key, value):
+        value = _number(key, value, integer=True)
+        if value not in (-1, 0, 1):
+            _fail(key, f"must be -1, 0 or 1, got {value!r}")
+        return value
+
+    parsers = {
+        "channels": lambda k, v: _choice(k, v, CHANNEL_SETS),
+        "mode": lambda k, v: _choice(k, v, MODES),
+        "grouping": lambda k, v: _choice(k, v, GROUPINGS),
+        "weighting": lambda k, v: _choice(k, v, WEIGHTINGS),
+        "lam": lambda k, v: _number(k, v, low=0.0),
+        "lam_as": optional_lam,
+        "lam_bt": optional_lam,
+        "reward_coef": lambda k, v: _number(k, v),
+        "on_invalid": lambda k, v: _choice(k, v, ON_INVALID),
+        "schedule": lambda k, v: _section(
+            ScheduleConfig,
+            v,
+            k,
+            {
+                "start_step": lambda k2, v2: _number(k2, v2, low=0, integer=True),
+                "end_step": optional_end,
+                "warmup_steps": lambda k2, v2: _number(k2, v2, low=0, integer=True),
+            },
+        ),
+        "noise": lambda k, v: _section(
+            NoiseConfig,
+            v,
+            k,
+            {
+                "flip_prob": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
+                "neg_to_pos_prob": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
+                "seed": lambda k2, v2: _number(k2, v2, low=0, integer=True),
+            },
+        ),
+        "window": lambda k, v: _section(
+            WindowConfig,
+            v,
+            k,
+            {
+                "keep": lambda k2, v2: _choice(k2, v2, WINDOWS),
+                "fraction": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
+                "fill": fill,
+            },
+        ),
+    }
+    config = _section(AReWConfig, raw, prefix, parsers)
+    sched = config.schedule
+    if sched.end_step is not None and sched.end_step <= sched.start_step:
+        _fail(f"{prefix}.schedule.end_step", f"must be > start_step ({sched.start_step}), got {sched.end_step}")
+    if config.grouping == "pooled" and (config.lam_as is not None or config.lam_bt is not None):
+        _fail(f"{prefix}.lam_as", "per-channel strengths need grouping=separate (pooled mode uses lam)")
+    return config

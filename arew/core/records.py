@@ -1,0 +1,215 @@
+"""Per-turn critique records: the contract between the rollout side and the trainer.
+
+An agent loop describes every assistant decision of one trajectory in the sample's
+``extra_fields`` under the key :data:`RECORDS_KEY`, as one dict of four equal-length lists::
+
+    extra_fields["arew_turns"] = {
+        "start":   [int, ...],   # first token of the decision, offset into response_ids
+        "end":     [int, ...],   # one past its last token (half-open span [start, end))
+        "channel": [str, ...],   # "as" (action selection) or "bt" (belief tracking)
+        "label":   [int, ...],   # directional critique z_t in {-1, 0, +1}
+    }
+
+Offsets index the *response* (the same axis as ``response_mask``), spans are listed in
+increasing order and never overlap, and each lies inside the sample's response. A span may
+include environment tokens (``response_mask == 0``); those are never reweighted. A sample
+without the key has no critiqued decisions (its advantages stay as the base estimator made
+them). :func:`collect_segments` enforces all of this and either raises naming the sample or,
+with ``on_invalid="drop"``, drops that sample's records and counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+RECORDS_KEY = "arew_turns"
+CHANNELS = ("as", "bt")
+CHANNEL_INDEX = {name: i for i, name in enumerate(CHANNELS)}
+_FIELDS = ("start", "end", "channel", "label")
+
+
+class CritiqueRecordError(ValueError):
+    """A sample's critique records break the contract in this module's docstring."""
+
+
+@dataclass(frozen=True)
+class Segments:
+    """All decisions of a batch, flattened and sorted by (sample, start).
+
+    ``rank`` is the decision's position within its trajectory and ``count`` the number of
+    decisions of that trajectory, which the window transforms need.
+    """
+
+    sample: torch.Tensor  # (K,) long
+    start: torch.Tensor  # (K,) long
+    end: torch.Tensor  # (K,) long
+    channel: torch.Tensor  # (K,) long, index into CHANNELS
+    label: torch.Tensor  # (K,) long in {-1, 0, 1}
+    batch_size: int
+    dropped_samples: int = 0
+    samples_without_records: int = 0
+
+    @property
+    def rank(self) -> torch.Tensor:
+        first = torch.zeros(self.batch_size, dtype=torch.long)
+        counts = self.count_per_sample
+        first[1:] = torch.cumsum(counts, 0)[:-1]
+        return torch.arange(len(self.sample)) - first[self.sample]
+
+    @property
+    def count_per_sample(self) -> torch.Tensor:
+        return torch.bincount(self.sample, minlength=self.batch_size)
+
+    @property
+    def count(self) -> torch.Tensor:
+        return self.count_per_sample[self.sample]
+
+    def with_labels(self, label: torch.Tensor) -> Segments:
+        return Segments(
+            self.sample,
+            self.start,
+            self.end,
+            self.channel,
+            label,
+            self.batch_size,
+            self.dropped_samples,
+            self.samples_without_records,
+        )
+
+
+def _sample_error(record: object) -> str | None:
+    """Why one sample's record is malformed, or None; cheap checks that need Python types."""
+    if not isinstance(record, Mapping):
+        return f"expected a dict with keys {_FIELDS}, got {type(record).__name__}"
+    missing = [k for k in _FIELDS if k not in record]
+    if missing:
+        return f"missing keys {missing}"
+    lengths = set()
+    for key in _FIELDS:
+        value = record[key]
+        if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__len__"):
+            return f"'{key}' must be a list, got {type(value).__name__}"
+        lengths.add(len(value))
+    if len(lengths) != 1:
+        return f"lists have different lengths {sorted(lengths)}"
+    unknown = {c for c in record["channel"] if c not in CHANNEL_INDEX}
+    if unknown:
+        return f"unknown channel(s) {sorted(map(str, unknown))}; expected one of {CHANNELS}"
+    return None
+
+
+def collect_segments(
+    records: Sequence[object],
+    response_lengths: torch.Tensor | Sequence[int],
+    sample_names: Sequence[str] | None = None,
+    on_invalid: str = "raise",
+) -> Segments:
+    """Validate the batch's records and flatten them into :class:`Segments`.
+
+    ``records[i]`` is sample i's value under :data:`RECORDS_KEY` (None when absent).
+    ``sample_names`` (for example TransferQueue keys) make error messages point at the sample.
+    """
+    if on_invalid not in ("raise", "drop"):
+        raise ValueError(f"on_invalid must be 'raise' or 'drop', got {on_invalid!r}")
+    lengths = torch.as_tensor(response_lengths, dtype=torch.long)
+    batch_size = len(records)
+    if lengths.shape != (batch_size,):
+        raise ValueError(f"response_lengths has shape {tuple(lengths.shape)}, expected ({batch_size},)")
+    names = list(sample_names) if sample_names is not None else [str(i) for i in range(batch_size)]
+
+    dropped = 0
+    missing = 0
+    columns: dict[str, list] = {k: [] for k in ("sample", "start", "end", "channel", "label")}
+
+    def reject(i: int, reason: str) -> None:
+        nonlocal dropped
+        if on_invalid == "raise":
+            raise CritiqueRecordError(f"critique records of sample {names[i]!r} (row {i}): {reason}")
+        dropped += 1
+
+    kept_rows: list[int] = []
+    for i, record in enumerate(records):
+        if record is None:
+            missing += 1
+            continue
+        reason = _sample_error(record)
+        if reason is not None:
+            reject(i, reason)
+            continue
+        n = len(record["start"])
+        if n == 0:
+            continue
+        try:
+            start = torch.as_tensor(list(record["start"]), dtype=torch.float64)
+            end = torch.as_tensor(list(record["end"]), dtype=torch.float64)
+            label = torch.as_tensor(list(record["label"]), dtype=torch.float64)
+        except (TypeError, ValueError) as exc:
+            reject(i, f"non-numeric start/end/label ({exc})")
+            continue
+        columns["sample"].append(torch.full((n,), i, dtype=torch.long))
+        columns["start"].append(start)
+        columns["end"].append(end)
+        columns["label"].append(label)
+        columns["channel"].append(torch.tensor([CHANNEL_INDEX[c] for c in record["channel"]], dtype=torch.long))
+        kept_rows.append(i)
+
+    if not kept_rows:
+        empty = torch.zeros(0, dtype=torch.long)
+        return Segments(empty, empty, empty, empty, empty, batch_size, dropped, missing)
+
+    sample = torch.cat(columns["sample"])
+    start_f, end_f, label_f = (torch.cat(columns[k]) for k in ("start", "end", "label"))
+
+    # Element checks, vectorised over all decisions of the batch.
+    integral = (start_f == start_f.round()) & (end_f == end_f.round()) & (label_f == label_f.round())
+    finite = torch.isfinite(start_f) & torch.isfinite(end_f) & torch.isfinite(label_f)
+    start, end = start_f.nan_to_num(0).long(), end_f.nan_to_num(0).long()
+    in_range = (start >= 0) & (end > start) & (end <= lengths[sample])
+    label_ok = (label_f == -1) | (label_f == 0) | (label_f == 1)
+    # Ordering: within a sample each span starts at or after the previous one's end.
+    same_sample_as_prev = torch.zeros_like(sample, dtype=torch.bool)
+    same_sample_as_prev[1:] = sample[1:] == sample[:-1]
+    prev_end = torch.zeros_like(end)
+    prev_end[1:] = end[:-1]
+    ordered = ~same_sample_as_prev | (start >= prev_end)
+    ok = integral & finite & in_range & label_ok & ordered
+
+    if not bool(ok.all()):
+        bad_samples = torch.unique(sample[~ok])
+        if on_invalid == "raise":
+            k = int(torch.nonzero(~ok)[0])
+            i = int(sample[k])
+            checks = {
+                "non-integer start/end/label": not bool(integral[k]),
+                "NaN/inf in start/end/label": not bool(finite[k]),
+                f"span [{start_f[k].item()}, {end_f[k].item()}) outside response of length {int(lengths[i])}": not bool(
+                    in_range[k]
+                ),
+                f"label {label_f[k].item()} not in {{-1, 0, 1}}": not bool(label_ok[k]),
+                "spans overlap or are not in increasing order": not bool(ordered[k]),
+            }
+            reason = "; ".join(msg for msg, failed in checks.items() if failed)
+            rank = k - int(torch.nonzero(sample == i)[0])
+            reject(i, f"decision {rank}: {reason}")
+        keep = ~torch.isin(sample, bad_samples)
+        dropped += len(bad_samples)
+        sample, start, end = sample[keep], start[keep], end[keep]
+        label_f = label_f[keep]
+        channel = torch.cat(columns["channel"])[keep]
+    else:
+        channel = torch.cat(columns["channel"])
+
+    return Segments(sample, start, end, channel, label_f.long(), batch_size, dropped, missing)
+
+
+def make_record(spans: Sequence[tuple[int, int]], channels: Sequence[str], labels: Sequence[int]) -> dict:
+    """Build one sample's record in the contract's shape (for agent loops and tests)."""
+    return {
+        "start": [int(s) for s, _ in spans],
+        "end": [int(e) for _, e in spans],
+        "channel": list(channels),
+        "label": [int(z) for z in labels],
+    }
