@@ -1,0 +1,30 @@
+"""Everything that couples AReW to verl 0.9.1 lives in this subpackage.
+
+Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators and the
+``arew`` v1 trainer mode. verl imports it in every process through the ``verl.plugins``
+entry point, and swallows plugin errors at DEBUG level; so a failure here is logged at
+ERROR with its traceback, printed to stderr, and re-raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+logger = logging.getLogger("arew")
+
+try:
+    from arew.verl_plugin.estimators import register_arew_estimator
+    from arew.verl_plugin.trainer import AReWTrainer
+
+    for _base in ("gae", "grpo"):
+        register_arew_estimator(_base)
+except Exception:
+    _message = "AReW verl plugin failed to register; arew estimators and trainer_mode=arew are unavailable:\n"
+    _message += traceback.format_exc()
+    logger.error(_message)
+    print(_message, file=sys.stderr, flush=True)
+    raise
+
+__all__ = ["AReWTrainer", "register_arew_estimator"]

@@ -1,0 +1,129 @@
+"""AReW advantage estimators registered in verl's ``core_algos`` registry.
+
+``arew_gae`` and ``arew_grpo`` are built in; ``arew_<name>`` wraps any other registered verl
+estimator (``register_arew_estimator("rloo")``, or simply ``algorithm.adv_estimator=arew_rloo``
+with the AReW trainer, which registers the wrapper on start-up).
+
+verl hands a custom estimator only the rewards, the mask, the algorithm config and the uids.
+The per-sample critique records, the critic values and the trainer's global step come from
+an :class:`AdvantageBatch` that the AReW trainer installs around its advantage stage with
+:func:`advantage_batch`. Called without one, an AReW estimator raises instead of silently
+training without critiques.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from verl.trainer.ppo import core_algos
+
+from arew.core import Segments, add_intermediate_rewards, parse_config, reweight_advantages
+
+ESTIMATOR_PREFIX = "arew_"
+
+
+@dataclass
+class AdvantageBatch:
+    """What an AReW estimator needs beyond verl's arguments, for one advantage computation."""
+
+    segments: Segments
+    step: int
+    values: torch.Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+_current: contextvars.ContextVar[AdvantageBatch | None] = contextvars.ContextVar("arew_advantage_batch", default=None)
+
+
+@contextlib.contextmanager
+def advantage_batch(batch: AdvantageBatch) -> Iterator[AdvantageBatch]:
+    token = _current.set(batch)
+    try:
+        yield batch
+    finally:
+        _current.reset(token)
+
+
+def _require_batch(name: str) -> AdvantageBatch:
+    batch = _current.get()
+    if batch is None:
+        raise RuntimeError(
+            f"advantage estimator '{name}' needs the AReW trainer: set trainer.v1.trainer_mode=arew "
+            "(it supplies the per-turn critique records, critic values and global step)."
+        )
+    return batch
+
+
+def _base_gae(token_level_rewards, response_mask, config, values, **_):
+    if values is None:
+        raise RuntimeError("arew_gae needs critic values: set critic.enable=True")
+    return core_algos.compute_gae_advantage_return(
+        token_level_rewards=token_level_rewards,
+        values=values,
+        response_mask=response_mask,
+        gamma=config.get("gamma", 1.0),
+        lam=config.get("lam", 1.0),
+    )
+
+
+def _base_grpo(token_level_rewards, response_mask, config, index, **_):
+    return core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards=token_level_rewards,
+        response_mask=response_mask,
+        index=index,
+        norm_adv_by_std_in_grpo=config.get("norm_adv_by_std_in_grpo", True),
+    )
+
+
+def _registered_base(base: str):
+    fn = core_algos.get_adv_estimator_fn(base)
+
+    def call(token_level_rewards, response_mask, config, values=None, **kwargs):
+        return fn(token_level_rewards=token_level_rewards, response_mask=response_mask, config=config, **kwargs)
+
+    return call
+
+
+def _make_estimator(name: str, base_fn):
+    def estimator(token_level_rewards, response_mask, config=None, **kwargs):
+        batch = _require_batch(name)
+        arew_config = parse_config((config or {}).get("arew"))
+        rewards = token_level_rewards
+        if arew_config.mode == "intermediate_reward":
+            rewards, stats = add_intermediate_rewards(rewards, response_mask, batch.segments, arew_config, batch.step)
+            batch.metrics.update(stats)
+        advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, **kwargs)
+        if arew_config.mode == "reweight":
+            advantages, stats = reweight_advantages(advantages, response_mask, batch.segments, arew_config, batch.step)
+            batch.metrics.update(stats)
+        return advantages, returns
+
+    estimator.__name__ = name
+    estimator.__doc__ = f"AReW over verl's '{name.removeprefix(ESTIMATOR_PREFIX)}' estimator (see arew.verl_plugin.estimators)."
+    return estimator
+
+
+def register_arew_estimator(base: str) -> str:
+    """Register ``arew_<base>`` for a verl estimator; returns the new name. Idempotent."""
+    name = ESTIMATOR_PREFIX + base
+    if name in core_algos.ADV_ESTIMATOR_REGISTRY:
+        return name
+    builtin = {"gae": _base_gae, "grpo": _base_grpo}
+    if base in builtin:
+        base_fn = builtin[base]
+    elif base in core_algos.ADV_ESTIMATOR_REGISTRY:
+        base_fn = _registered_base(base)
+    else:
+        known = sorted(k for k in core_algos.ADV_ESTIMATOR_REGISTRY if not k.startswith(ESTIMATOR_PREFIX))
+        raise ValueError(f"cannot wrap unknown advantage estimator '{base}'; registered: {known}")
+    core_algos.register_adv_est(name)(_make_estimator(name, base_fn))
+    return name
+
+
+def base_estimator_name(name: str) -> str | None:
+    """'arew_grpo' -> 'grpo'; None for a name that is not an AReW estimator."""
+    return name.removeprefix(ESTIMATOR_PREFIX) if name.startswith(ESTIMATOR_PREFIX) else None

@@ -1,0 +1,75 @@
+"""``trainer.v1.trainer_mode=arew``: verl's synchronous v1 trainer with a critique-aware advantage stage.
+
+Only the advantage stage differs from ``PPOTrainerSync``: before verl computes advantages it
+also fetches each sample's ``extra_fields`` (the critique records, see
+:mod:`arew.core.records`), the response lengths and, for GAE, the critic values from
+TransferQueue, and exposes them to the AReW estimator; afterwards the estimator's
+statistics join the step metrics under ``arew/``. Everything else, including the replay
+buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import transfer_queue as tq
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
+
+logger = logging.getLogger(__name__)
+
+TRAINER_MODE = "arew"
+
+
+def validate_arew_setup(config) -> None:
+    """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
+    algorithm = config.algorithm
+    parse_config(algorithm.get("arew"))
+    estimator = algorithm.adv_estimator
+    base = base_estimator_name(estimator)
+    if base is None:
+        raise ValueError(
+            f"algorithm.adv_estimator: trainer_mode={TRAINER_MODE} needs an AReW estimator "
+            f"(arew_gae, arew_grpo or arew_<any registered estimator>), got '{estimator}'"
+        )
+    register_arew_estimator(base)
+    if base == "gae" and not config.critic.get("enable"):
+        raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
+
+
+@register_trainer(TRAINER_MODE)
+class AReWTrainer(PPOTrainerSync):
+    """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
+
+    def __init__(self, config):
+        validate_arew_setup(config)
+        super().__init__(config)
+
+    def _build_replay_buffer(self):
+        # verl keys replay-buffer, checkpoint and refill behaviour on the literal "sync" mode.
+        self.trainer_mode = "sync"
+        return super()._build_replay_buffer()
+
+    def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        config = parse_config(self.config.algorithm.get("arew"))
+        fields = ["extra_fields", "response_mask"]
+        uses_values = base_estimator_name(self.config.algorithm.adv_estimator) == "gae"
+        if uses_values:
+            fields.append("values")
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        extra_fields = [getattr(item, "data", item) for item in data.pop("extra_fields")]
+        records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        response_lengths = data["response_mask"].offsets().diff()
+        segments = collect_segments(records, response_lengths, sample_names=batch.keys, on_invalid=config.on_invalid)
+        if segments.dropped_samples:
+            logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
+        values = data.to_padded_tensor()["values"] if uses_values else None
+        context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values)
+        with advantage_batch(context):
+            batch = super()._compute_advantage(batch, metrics)
+        metrics.update(context.metrics)
+        return batch
