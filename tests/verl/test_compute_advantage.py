@@ -1,0 +1,102 @@
+"""verl's own compute_advantage runs the AReW estimators and gets base + lambda*u."""
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.ray_trainer import compute_advantage
+
+import arew.verl_plugin  # noqa: F401  (registration; also done by the entry point)
+from arew.core import collect_segments, make_record
+from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, register_arew_estimator
+
+MASK = torch.tensor([[1, 1, 1, 0, 0, 1, 1, 0], [1, 1, 0, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]], dtype=torch.float32)
+RECORDS = [
+    make_record([(0, 3), (3, 5), (5, 7)], ["as", "bt", "as"], [1, 0, -1]),
+    make_record([(0, 2), (3, 6)], ["as", "bt"], [-1, -1]),
+    make_record([(0, 2), (2, 4)], ["as", "bt"], [1, -1]),
+]
+# lambda = 0.5; sample 0: +0.5 on tokens 0-2, -0.5 on 5-6; sample 1 one-sided; sample 2: +0.5, -0.5
+DELTA = torch.tensor(
+    [[0.5, 0.5, 0.5, 0, 0, -0.5, -0.5, 0], [0] * 8, [0.5, 0.5, -0.5, -0.5, 0, 0, 0, 0]], dtype=torch.float32
+)
+
+
+def _data(rewards_at_end=(1.0, 0.0, 1.0)):
+    rewards = torch.zeros_like(MASK)
+    for i, r in enumerate(rewards_at_end):
+        last = int(torch.nonzero(MASK[i])[-1])
+        rewards[i, last] = r
+    batch = TensorDict(
+        {"token_level_rewards": rewards, "response_mask": MASK.clone(), "values": torch.full_like(MASK, 0.2) * MASK},
+        batch_size=3,
+    )
+    return DataProto(batch=batch, non_tensor_batch={"uid": np.array(["a", "a", "a"], dtype=object)})
+
+
+def _algorithm(**arew):
+    return OmegaConf.create({"gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": True, "arew": {"lam": 0.5, **arew}})
+
+
+@pytest.mark.parametrize("estimator", ["arew_gae", "arew_grpo"])
+def test_arew_estimators_through_verl_compute_advantage(estimator):
+    data = _data()
+    segments = collect_segments(RECORDS, [8, 8, 8])
+    context = AdvantageBatch(segments=segments, step=0, values=data.batch["values"])
+    with advantage_batch(context):
+        out = compute_advantage(data, adv_estimator=estimator, config=_algorithm())
+    if estimator == "arew_gae":
+        base_adv, base_ret = core_algos.compute_gae_advantage_return(
+            data.batch["token_level_rewards"], data.batch["values"], MASK, 1.0, 1.0
+        )
+    else:
+        base_adv, base_ret = core_algos.compute_grpo_outcome_advantage(
+            data.batch["token_level_rewards"], MASK, np.array(["a", "a", "a"], dtype=object)
+        )
+    torch.testing.assert_close(out.batch["advantages"], base_adv + DELTA)
+    torch.testing.assert_close(out.batch["returns"], base_ret)  # returns untouched
+    assert context.metrics["arew/both_signs_frac"] == pytest.approx(2 / 3)
+
+
+def test_intermediate_reward_changes_returns_not_reweighting():
+    data = _data()
+    segments = collect_segments(RECORDS, [8, 8, 8])
+    context = AdvantageBatch(segments=segments, step=0, values=data.batch["values"])
+    with advantage_batch(context):
+        out = compute_advantage(data, adv_estimator="arew_gae", config=_algorithm(mode="intermediate_reward", reward_coef=0.25))
+    shaped = data.batch["token_level_rewards"].clone()
+    # last model token of each critiqued decision gets 0.25 * z
+    shaped[0, 2] += 0.25
+    shaped[0, 6] -= 0.25
+    shaped[1, 1] -= 0.25
+    shaped[1, 5] -= 0.25
+    shaped[2, 1] += 0.25
+    shaped[2, 3] -= 0.25
+    base_adv, base_ret = core_algos.compute_gae_advantage_return(shaped, data.batch["values"], MASK, 1.0, 1.0)
+    torch.testing.assert_close(out.batch["returns"], base_ret)
+    torch.testing.assert_close(out.batch["advantages"], base_adv)
+
+
+def test_estimator_without_the_arew_trainer_fails_loudly():
+    with pytest.raises(RuntimeError, match="trainer.v1.trainer_mode=arew"):
+        compute_advantage(_data(), adv_estimator="arew_grpo", config=_algorithm())
+
+
+def test_wrapping_another_registered_estimator():
+    name = register_arew_estimator("rloo")
+    assert name == "arew_rloo"
+    data = _data()
+    uids = np.array(["a", "a", "b"], dtype=object)
+    data.non_tensor_batch["uid"] = uids
+    segments = collect_segments(RECORDS, [8, 8, 8])
+    with advantage_batch(AdvantageBatch(segments=segments, step=0)):
+        out = compute_advantage(data, adv_estimator=name, config=_algorithm())
+    base_adv, _ = core_algos.get_adv_estimator_fn("rloo")(
+        token_level_rewards=data.batch["token_level_rewards"], response_mask=MASK, config=_algorithm(), index=uids
+    )
+    torch.testing.assert_close(out.batch["advantages"], base_adv + DELTA)
+    with pytest.raises(ValueError, match="unknown advantage estimator 'nope'"):
+        register_arew_estimator("nope")

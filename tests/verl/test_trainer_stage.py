@@ -1,0 +1,137 @@
+"""The AReW trainer's advantage stage against verl's real TransferQueue, on CPU."""
+
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+import transfer_queue as tq
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
+
+from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
+from arew.verl_plugin.trainer import AReWTrainer, validate_arew_setup
+
+ROOT = Path(__file__).resolve().parents[2]
+LENGTHS = [7, 6, 4, 8]
+MASKS = [[1, 1, 1, 0, 0, 1, 1], [1, 1, 0, 1, 1, 1], [1, 1, 1, 1], [1, 1, 0, 0, 1, 1, 1, 1]]
+RECORDS = [
+    make_record([(0, 3), (3, 5), (5, 7)], ["as", "bt", "as"], [1, 0, -1]),
+    make_record([(0, 2), (3, 6)], ["as", "bt"], [-1, -1]),
+    make_record([(0, 2), (2, 4)], ["as", "bt"], [1, -1]),
+    None,  # a sample from an agent loop that records nothing
+]
+DELTAS = [[0.5, 0.5, 0.5, 0, 0, -0.5, -0.5], [0] * 6, [0.5, 0.5, -0.5, -0.5], [0] * 8]
+SCORES = [1.0, 0.0, 1.0, 0.0]
+KEYS = ["p0_0_0", "p0_1_0", "p1_0_0", "p1_1_0"]
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1}}}))
+    yield
+    tq.close()
+    ray.shutdown()
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        return compose(config_name="arew_trainer", overrides=["algorithm.arew.lam=0.5", *overrides])
+
+
+def _nested(rows, dtype=torch.float32):
+    return torch.nested.as_nested_tensor([torch.tensor(r, dtype=dtype) for r in rows], layout=torch.jagged)
+
+
+def _put(partition, records=RECORDS):
+    scores = [[0.0] * (n - 1) + [s] for n, s in zip(LENGTHS, SCORES)]
+    extra = [{"other": 1} if r is None else {RECORDS_KEY: r, "other": 1} for r in records]
+    fields = {
+        "uid": [k.split("_")[0] for k in KEYS],
+        "response_mask": _nested(MASKS, torch.int64),
+        "rm_scores": _nested(scores),
+        "values": _nested([[0.1 * j for j in range(n)] for n in LENGTHS]),
+        "old_log_probs": _nested([[-1.0] * n for n in LENGTHS]),
+        "extra_fields": extra,
+    }
+    return tq.kv_batch_put(keys=KEYS, partition_id=partition, fields=tu.get_tensordict(fields))
+
+
+def _trainer(cls, config, step=3):
+    trainer = cls.__new__(cls)  # the advantage stage needs only config and step, not workers
+    trainer.config = config
+    trainer.global_steps = step
+    return trainer
+
+
+def _advantages(batch):
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "returns"])
+    return [a for a in data["advantages"].unbind()], [r for r in data["returns"].unbind()]
+
+
+def test_grpo_stage_equals_verl_sync_plus_critique_shift(transfer_queue):
+    metrics = {}
+    batch = _put("t_grpo")
+    _trainer(AReWTrainer, _compose("algorithm.adv_estimator=arew_grpo"))._compute_advantage(batch, metrics)
+    adv, ret = _advantages(batch)
+
+    reference = _put("t_grpo_ref")
+    _trainer(PPOTrainerSync, _compose("algorithm.adv_estimator=grpo", "trainer.v1.trainer_mode=sync"))._compute_advantage(
+        reference, {}
+    )
+    ref_adv, ref_ret = _advantages(reference)
+    for a, r, ra, rr, delta in zip(adv, ret, ref_adv, ref_ret, DELTAS):
+        torch.testing.assert_close(a, ra + torch.tensor(delta))
+        torch.testing.assert_close(r, rr)
+    assert metrics["arew/both_signs_frac"] == pytest.approx(0.5)
+    assert metrics["arew/samples_without_records"] == 1
+    assert metrics["arew/as/pos"] == 2 and metrics["arew/bt/neg"] == 2
+
+
+def test_gae_stage_uses_critic_values_and_channels_off_is_exactly_verl(transfer_queue):
+    batch = _put("t_gae")
+    _trainer(AReWTrainer, _compose("critic.enable=True", "algorithm.arew.channels=off"))._compute_advantage(batch, {})
+    reference = _put("t_gae_ref")
+    sync_config = _compose("algorithm.adv_estimator=gae", "trainer.v1.trainer_mode=sync", "critic.enable=True")
+    _trainer(PPOTrainerSync, sync_config)._compute_advantage(reference, {})
+    for a, ra in zip(_advantages(batch)[0], _advantages(reference)[0]):
+        torch.testing.assert_close(a, ra)
+    # and the critic values really reached GAE: recompute it from the padded batch with V_j = 0.1 j
+    width = max(LENGTHS)
+    mask = torch.tensor([m + [0] * (width - len(m)) for m in MASKS], dtype=torch.float32)
+    rewards = torch.zeros(len(LENGTHS), width)
+    for i, (n, score) in enumerate(zip(LENGTHS, SCORES)):
+        rewards[i, n - 1] = score
+    values = 0.1 * torch.arange(width).expand(len(LENGTHS), width) * mask
+    expected, _ = core_algos.compute_gae_advantage_return(rewards, values, mask, 1.0, 1.0)
+    for i, a in enumerate(_advantages(batch)[0]):
+        torch.testing.assert_close(a, expected[i, : LENGTHS[i]])
+    zero_values, _ = core_algos.compute_gae_advantage_return(rewards, torch.zeros_like(mask), mask, 1.0, 1.0)
+    assert not torch.allclose(zero_values, expected)
+
+
+def test_invalid_records_fail_the_stage_naming_the_key_or_are_dropped(transfer_queue):
+    bad = list(RECORDS)
+    bad[2] = make_record([(0, 9)], ["as"], [1])  # beyond the 4-token response
+    config = _compose("algorithm.adv_estimator=arew_grpo")
+    with pytest.raises(CritiqueRecordError, match="p1_0_0"):
+        _trainer(AReWTrainer, config)._compute_advantage(_put("t_bad", bad), {})
+    metrics = {}
+    drop = _compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.on_invalid=drop")
+    _trainer(AReWTrainer, drop)._compute_advantage(_put("t_drop", bad), metrics)
+    assert metrics["arew/records_dropped"] == 1
+
+
+def test_start_up_validation_names_keys():
+    with pytest.raises(ValueError, match="critic.enable"):
+        validate_arew_setup(_compose())
+    with pytest.raises(ValueError, match="algorithm.adv_estimator"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=grpo"))
+    with pytest.raises(ValueError, match="algorithm.arew.lam"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=-2"))
+    validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
+    assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
