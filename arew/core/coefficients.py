@@ -1,7 +1,8 @@
 """Critiques to per-token coefficients: the paper's u_t (Eq. 1) and the reference's token balancing.
 
 Everything is computed per decision (K of them in a batch) with scatter operations and then
-broadcast to tokens through an index map, so no Python loop touches tokens or samples.
+spread over the decisions' tokens with one cumulative sum, so no Python loop touches tokens
+or samples. ``model_mask`` is the response mask as float32 (1 on policy tokens).
 """
 
 from __future__ import annotations
@@ -11,25 +12,14 @@ import torch
 from arew.core.records import CHANNELS, Segments
 
 
-def segment_index_map(segments: Segments, shape: tuple[int, int]) -> torch.Tensor:
-    """(B, L) map holding k + 1 on the tokens of decision k and 0 elsewhere.
-
-    Spans never overlap (the validator enforces it), so +id at each start and -id at each end
-    followed by a cumulative sum paints every span with its own id.
-    """
-    batch, length = shape
-    marks = torch.zeros(batch, length + 1, dtype=torch.long)
-    ids = torch.arange(1, len(segments.sample) + 1)
-    marks.index_put_((segments.sample, segments.start), ids, accumulate=True)
-    marks.index_put_((segments.sample, segments.end), -ids, accumulate=True)
-    return marks.cumsum(dim=1)[:, :length]
-
-
-def model_token_counts(segments: Segments, response_mask: torch.Tensor) -> torch.Tensor:
-    """Number of policy-generated tokens (response_mask == 1) inside each decision's span."""
-    prefix = torch.zeros(response_mask.shape[0], response_mask.shape[1] + 1, dtype=torch.long)
-    prefix[:, 1:] = (response_mask > 0).long().cumsum(dim=1)
-    return prefix[segments.sample, segments.end] - prefix[segments.sample, segments.start]
+def model_token_counts(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
+    """Number of policy-generated tokens inside each decision's span, from one prefix sum."""
+    prefix = model_mask.cumsum(dim=1)
+    upto_end = prefix[segments.sample, segments.end - 1]
+    before_start = torch.where(
+        segments.start > 0, prefix[segments.sample, (segments.start - 1).clamp(min=0)], torch.zeros_like(upto_end)
+    )
+    return (upto_end - before_start).round().long()
 
 
 def group_ids(segments: Segments, grouping: str) -> tuple[torch.Tensor, int]:
@@ -80,16 +70,23 @@ def decision_coefficients(
     return torch.where(active[groups], strength * u, torch.zeros_like(u))
 
 
-def broadcast_to_tokens(per_decision: torch.Tensor, index_map: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Place each decision's value on its model tokens; environment tokens and gaps get 0."""
-    padded = torch.cat([per_decision.new_zeros(1), per_decision])
-    return padded[index_map] * (response_mask > 0)
+def spread_over_spans(per_decision: torch.Tensor, segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
+    """(B, L) tensor with each decision's value on its model tokens and 0 everywhere else.
+
+    A difference array (+value at each span start, -value at its end) and one cumulative sum
+    paint the spans; spans never overlap, which the validator enforces. Float64 keeps the
+    running sum's rounding far below float32 resolution; the model mask zeroes env tokens.
+    """
+    batch, length = model_mask.shape
+    marks = torch.zeros(batch, length + 1, dtype=torch.float64)
+    marks.index_put_((segments.sample, segments.start), per_decision, accumulate=True)
+    marks.index_put_((segments.sample, segments.end), -per_decision, accumulate=True)
+    return marks.cumsum_(dim=1)[:, :length].to(model_mask.dtype) * model_mask
 
 
-def last_model_token(segments: Segments, index_map: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+def last_model_token(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
     """Position of each decision's last policy token, or -1 when its span holds none."""
-    positions = torch.arange(index_map.shape[1]).expand_as(index_map)
-    inside = (index_map > 0) & (response_mask > 0)
-    last = torch.full((len(segments.sample) + 1,), -1, dtype=torch.long)
-    last.scatter_reduce_(0, index_map[inside], positions[inside], reduce="amax")
-    return last[1:]
+    positions = torch.arange(1, model_mask.shape[1] + 1, dtype=torch.long)
+    latest = (positions * (model_mask > 0)).cummax(dim=1).values - 1  # last model token at or before p
+    last = latest[segments.sample, segments.end - 1]
+    return torch.where(last >= segments.start, last, torch.full_like(last, -1))

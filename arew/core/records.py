@@ -101,6 +101,29 @@ def _sample_error(record: object) -> str | None:
     return None
 
 
+def _flatten(kept: list[tuple[int, Mapping]]):
+    """(sample, channel, start, end, label) tensors for the kept samples, or None if there are none."""
+    if not kept:
+        return None
+    flat: dict[str, list] = {k: [] for k in ("sample", "start", "end", "channel", "label")}
+    for i, record in kept:
+        flat["sample"].extend([i] * len(record["start"]))
+        flat["start"].extend(record["start"])
+        flat["end"].extend(record["end"])
+        flat["label"].extend(record["label"])
+        flat["channel"].extend(CHANNEL_INDEX[c] for c in record["channel"])
+    numbers = (torch.tensor(flat[k], dtype=torch.float64) for k in ("start", "end", "label"))
+    return (torch.tensor(flat["sample"], dtype=torch.long), torch.tensor(flat["channel"], dtype=torch.long), *numbers)
+
+
+def _non_numeric(record: Mapping) -> bool:
+    try:
+        torch.tensor([list(record[k]) for k in ("start", "end", "label")], dtype=torch.float64)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
 def collect_segments(
     records: Sequence[object],
     response_lengths: torch.Tensor | Sequence[int],
@@ -122,7 +145,6 @@ def collect_segments(
 
     dropped = 0
     missing = 0
-    columns: dict[str, list] = {k: [] for k in ("sample", "start", "end", "channel", "label")}
 
     def reject(i: int, reason: str) -> None:
         nonlocal dropped
@@ -130,7 +152,8 @@ def collect_segments(
             raise CritiqueRecordError(f"critique records of sample {names[i]!r} (row {i}): {reason}")
         dropped += 1
 
-    kept_rows: list[int] = []
+    # One pass of cheap structural checks, gathering flat Python lists; one tensor per column.
+    kept: list[tuple[int, Mapping]] = []
     for i, record in enumerate(records):
         if record is None:
             missing += 1
@@ -138,30 +161,24 @@ def collect_segments(
         reason = _sample_error(record)
         if reason is not None:
             reject(i, reason)
-            continue
-        n = len(record["start"])
-        if n == 0:
-            continue
-        try:
-            start = torch.as_tensor(list(record["start"]), dtype=torch.float64)
-            end = torch.as_tensor(list(record["end"]), dtype=torch.float64)
-            label = torch.as_tensor(list(record["label"]), dtype=torch.float64)
-        except (TypeError, ValueError) as exc:
-            reject(i, f"non-numeric start/end/label ({exc})")
-            continue
-        columns["sample"].append(torch.full((n,), i, dtype=torch.long))
-        columns["start"].append(start)
-        columns["end"].append(end)
-        columns["label"].append(label)
-        columns["channel"].append(torch.tensor([CHANNEL_INDEX[c] for c in record["channel"]], dtype=torch.long))
-        kept_rows.append(i)
-
-    if not kept_rows:
+        elif len(record["start"]):
+            kept.append((i, record))
+    try:
+        columns = _flatten(kept)
+    except (TypeError, ValueError):
+        # Rare path: find the samples with non-numeric values, then flatten the rest.
+        numeric = []
+        for i, record in kept:
+            if _non_numeric(record):
+                reject(i, "non-numeric start/end/label")
+            else:
+                numeric.append((i, record))
+        kept = numeric
+        columns = _flatten(kept)
+    if columns is None:
         empty = torch.zeros(0, dtype=torch.long)
         return Segments(empty, empty, empty, empty, empty, batch_size, dropped, missing)
-
-    sample = torch.cat(columns["sample"])
-    start_f, end_f, label_f = (torch.cat(columns[k]) for k in ("start", "end", "label"))
+    sample, channel, start_f, end_f, label_f = columns
 
     # Element checks, vectorised over all decisions of the batch.
     integral = (start_f == start_f.round()) & (end_f == end_f.round()) & (label_f == label_f.round())
@@ -196,11 +213,7 @@ def collect_segments(
             reject(i, f"decision {rank}: {reason}")
         keep = ~torch.isin(sample, bad_samples)
         dropped += len(bad_samples)
-        sample, start, end = sample[keep], start[keep], end[keep]
-        label_f = label_f[keep]
-        channel = torch.cat(columns["channel"])[keep]
-    else:
-        channel = torch.cat(columns["channel"])
+        sample, start, end, channel, label_f = sample[keep], start[keep], end[keep], channel[keep], label_f[keep]
 
     return Segments(sample, start, end, channel, label_f.long(), batch_size, dropped, missing)
 

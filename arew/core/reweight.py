@@ -15,13 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from arew.core.coefficients import (
-    broadcast_to_tokens,
-    decision_coefficients,
-    last_model_token,
-    model_token_counts,
-    segment_index_map,
-)
+from arew.core.coefficients import decision_coefficients, last_model_token, model_token_counts, spread_over_spans
 from arew.core.config import AReWConfig
 from arew.core.records import Segments
 from arew.core.schedule import schedule_factor
@@ -32,7 +26,7 @@ from arew.core.transforms import transform_labels
 @dataclass(frozen=True)
 class _Prepared:
     label: torch.Tensor
-    index_map: torch.Tensor
+    model_mask: torch.Tensor
     token_counts: torch.Tensor
     factor: float
 
@@ -42,11 +36,11 @@ def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig
         raise ValueError(
             f"response_mask has {response_mask.shape[0]} rows but the critique records describe {segments.batch_size} samples"
         )
-    response_mask = response_mask.cpu()
+    model_mask = (response_mask.cpu() > 0).float()
     return _Prepared(
         label=transform_labels(segments, config, step),
-        index_map=segment_index_map(segments, tuple(response_mask.shape)),
-        token_counts=model_token_counts(segments, response_mask),
+        model_mask=model_mask,
+        token_counts=model_token_counts(segments, model_mask),
         factor=schedule_factor(config.schedule, step),
     )
 
@@ -60,15 +54,16 @@ def reweight_advantages(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Return (A + lambda * u, statistics). ``advantages`` is not modified in place."""
     prep = _prepare(segments, response_mask, config, step)
-    mask = response_mask.cpu()
     lambdas = tuple(prep.factor * lam for lam in config.channel_lambdas())
     per_decision = decision_coefficients(
         prep.label, segments, config.grouping, config.weighting, lambdas, prep.token_counts
     )
-    per_token = broadcast_to_tokens(per_decision, prep.index_map, mask)
-    stats = critique_stats(segments, prep.label, prep.token_counts, mask, config.grouping)
+    per_token = spread_over_spans(per_decision, segments, prep.model_mask)
+    stats = critique_stats(segments, prep.label, prep.token_counts, prep.model_mask, config.grouping)
     stats["arew/strength_factor"] = prep.factor
-    stats["arew/abs_coef_per_token"] = float(per_token.abs().sum() / mask.sum().clamp(min=1))
+    stats["arew/abs_coef_per_token"] = float((per_decision.abs() * prep.token_counts).sum()) / max(
+        float(prep.model_mask.sum()), 1.0
+    )
     stats["arew/abs_coef_per_traj"] = float(per_decision.abs().sum() / max(segments.batch_size, 1))
     return advantages + per_token.to(device=advantages.device, dtype=advantages.dtype), stats
 
@@ -82,13 +77,12 @@ def add_intermediate_rewards(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Return (rewards + alpha * z at each decision's last model token, statistics)."""
     prep = _prepare(segments, response_mask, config, step)
-    mask = response_mask.cpu()
-    last = last_model_token(segments, prep.index_map, mask)
+    last = last_model_token(segments, prep.model_mask)
     placed = last >= 0
     bonus = (config.reward_coef * prep.factor) * prep.label[placed].double()
-    shaped = torch.zeros(mask.shape, dtype=torch.float64)
+    shaped = torch.zeros(prep.model_mask.shape, dtype=torch.float64)
     shaped.index_put_((segments.sample[placed], last[placed]), bonus, accumulate=True)
-    stats = critique_stats(segments, prep.label, prep.token_counts, mask, config.grouping)
+    stats = critique_stats(segments, prep.label, prep.token_counts, prep.model_mask, config.grouping)
     stats["arew/strength_factor"] = prep.factor
     stats["arew/intermediate_reward_per_traj"] = float(bonus.sum() / max(segments.batch_size, 1))
     stats["arew/decisions_without_model_tokens"] = float((~placed).sum())

@@ -125,7 +125,7 @@ def test_properties_over_random_label_patterns(data, grouping, weighting, lam):
     delta = out - base
     assert torch.isfinite(out).all()
     assert torch.equal(delta[mask == 0], torch.zeros_like(delta[mask == 0]))  # env tokens untouched
-    counts = model_token_counts(segments, mask)
+    counts = model_token_counts(segments, (mask > 0).float())
     coef = decision_coefficients(segments.label, segments, grouping, weighting, config.channel_lambdas(), counts)
     groups = segments.sample if grouping == "pooled" else segments.sample * 2 + segments.channel
     for g in torch.unique(groups).tolist():
