@@ -49,7 +49,11 @@ def test_splits_disjoint_reproducible_and_independent_of_other_split_sizes():
     assert a["test"] != d["test"]
     keys = {s: {instance_key(r) for r in rows} for s, rows in a.items()}
     assert all(len(keys[s]) == len(a[s]) for s in a)
-    assert not (keys["train"] & keys["test"] or keys["train"] & keys["validation"] or keys["test"] & keys["validation"])
+    assert not (
+        keys["train"] & keys["test"]
+        or keys["train"] & keys["validation"]
+        or keys["test"] & keys["validation"]
+    )
     assert [r["index"] for r in a["train"]] == list(range(50))
 
 
@@ -64,7 +68,14 @@ def test_parquet_round_trip(tmp_path):
     for split, path in paths.items():
         df = pd.read_parquet(path)
         assert len(df) == len(expected[split])
-        assert set(df.columns) == {"data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name"}
+        assert set(df.columns) == {
+            "data_source",
+            "prompt",
+            "ability",
+            "reward_model",
+            "extra_info",
+            "agent_name",
+        }
         row, want = df.iloc[0], expected[split][0]
         assert row["data_source"] == "arew/pe-g-s2" and row["ability"] == "active_reasoning"
         assert row["agent_name"] == "arew_agent" and row["extra_info"]["split"] == split

@@ -66,7 +66,12 @@ def test_user_restricts_to_queried_attributes_only():
 
 @pytest.mark.parametrize(
     "query, critique, informative",
-    [("1, 2 | 1, 2", 1, True), ("1, 2 | 1, 3", -1, False), ("1, 2 | 3, 4", -1, False), ("3, 1 | 1, 2", -1, False)],
+    [
+        ("1, 2 | 1, 2", 1, True),
+        ("1, 2 | 1, 3", -1, False),
+        ("1, 2 | 3, 4", -1, False),
+        ("3, 1 | 1, 2", -1, False),
+    ],
 )
 def test_as_critique_informative_dominated_all_equal(query, critique, informative):
     step = act(make(), query)
@@ -207,6 +212,7 @@ def test_feedback_ablation_hides_answer_but_keeps_critiques():
 def test_reward_rules_paper_binary_and_continuous():
     w_star = np.array(W_STAR)
     base = float(cosine(np.full(4, 0.5), w_star))
+
     # a guess whose cosine gain over the default is known, by mixing the default with w*
     def guess_with_gain(gain):
         mix = np.linspace(0, 1, 100001)[:, None] * w_star + (1 - np.linspace(0, 1, 100001))[:, None] * 0.5

@@ -1,0 +1,95 @@
+"""The protocol between an agent loop and an active-reasoning environment.
+
+The environment owns everything task-specific (prompts, parsing of the agent's text, the
+simulated user, critiques, reward, diagnostics); the loop owns tokens and turn order. The
+loop drives one episode like this::
+
+    env = make_env(extra_info["task"], extra_info, seed)   # envs.registry
+    messages = env.initial_messages()                       # system + first user message
+    for t in range(env.max_turns):
+        text = <agent writes: <scratch>...</scratch> then <interact>query</interact>>
+        if payload_kind(text) == "answer": step = env.answer(text); break
+        step = await env.act(text)                          # channel "as"
+        feedback = step.feedback
+        if t == env.max_turns - 1: feedback += env.final_turn_notice()
+        text = <agent writes: <scratch>...</scratch> then <interact>numbers</interact>>
+        if payload_kind(text) == "answer": step = env.answer(text); break
+        step = env.update(text)                             # channel "bt"
+    else:
+        text = <agent writes: <scratch>...</scratch> then <answer>numbers</answer>>
+        step = env.answer(text)                             # done=True
+    reward = env.reward(); proxies = env.proxies()
+
+``payload_kind`` is :func:`envs.parsing.payload_kind`. Each ``StepResult.feedback`` is the
+next user message and already contains the instruction for the next round; the
+environment never appends :meth:`ActiveReasoningEnv.final_turn_notice` itself, the loop
+does, to the last action round's feedback. Invalid text never ends an episode except in
+``answer``: it gets critique -1, an "invalid because ..." feedback, and the round is spent.
+Calling rounds out of order (``update`` before ``act``, anything after ``done``) is a bug in
+the loop and raises ``RuntimeError``.
+
+Every decision gets one critique: ``act`` on channel "as", ``update`` and ``answer`` on
+channel "bt". The reward depends only on the text passed to ``answer``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Channel:
+    AS = "as"
+    BT = "bt"
+
+
+@dataclass
+class StepResult:
+    """What one agent decision produced: the next user message and its critique."""
+
+    feedback: str
+    critique: int
+    channel: str
+    valid: bool
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class ActiveReasoningEnv(abc.ABC):
+    """One episode of an active-reasoning task; see the module docstring for the turn order."""
+
+    max_turns: int
+
+    @classmethod
+    @abc.abstractmethod
+    def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> ActiveReasoningEnv:
+        """Rebuild the episode from a dataset row's ``extra_info``; deterministic in ``seed``."""
+
+    @property
+    @abc.abstractmethod
+    def system_prompt(self) -> str: ...
+
+    @abc.abstractmethod
+    def initial_messages(self) -> list[dict[str, str]]: ...
+
+    @abc.abstractmethod
+    async def act(self, text: str) -> StepResult:
+        """Action round; async because some tasks consult an LLM-simulated user."""
+
+    @abc.abstractmethod
+    def update(self, text: str) -> StepResult: ...
+
+    @abc.abstractmethod
+    def answer(self, text: str) -> StepResult: ...
+
+    @abc.abstractmethod
+    def reward(self) -> float:
+        """Outcome reward of the final answer; 0 when there is no valid final answer."""
+
+    @abc.abstractmethod
+    def proxies(self) -> dict[str, Any]:
+        """Per-turn lists under "as" and "bt", plus scalar diagnostics (floats)."""
+
+    @abc.abstractmethod
+    def final_turn_notice(self) -> str: ...

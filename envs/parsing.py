@@ -1,0 +1,221 @@
+"""Parsing of agent text: the only place that reads what the policy wrote.
+
+Every function here takes arbitrary input (any object, any length, any unicode) and
+returns a :class:`ParseResult`; none raises on bad text, because a malformed turn must
+become a -1 critique and an explanatory message, never a crashed rollout.
+
+Tag rule (chosen to make the protocol unambiguous for both agent and critique): a turn
+carries exactly one payload, ``<tag>...</tag>``, with lower-case tag names and no spaces
+or attributes inside the angle brackets. The text must contain exactly one opening and
+exactly one closing tag of that name, in that order, and no tag of another payload kind
+(:data:`PAYLOAD_TAGS`). Free text, including ``<scratch>...</scratch>``, may surround the
+payload; scratch is recommended by the prompts but not required.
+
+Numbers are plain ASCII decimals (``0.25``, ``.5``, ``1``, ``3e-1``) separated by commas
+and/or whitespace, optionally wrapped in one pair of ``[]`` or ``()``. NaN, infinities,
+unicode digits and thousands separators are rejected.
+
+Input longer than :data:`MAX_TEXT_CHARS` is rejected before any scanning, which bounds the
+work per turn; all scanning is ``str.find``/``str.count`` or anchored regexes on short
+tokens, so there is no backtracking blow-up.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+MAX_TEXT_CHARS = 16_000
+MAX_TOKEN_CHARS = 32
+PAYLOAD_TAGS = ("interact", "answer")
+
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII)
+_INTEGER = re.compile(r"[0-9]{1,6}", re.ASCII)
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """A parsed value, or the reason (a sentence for the agent) why there is none."""
+
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def success(cls, value: Any) -> ParseResult:
+        return cls(value=value)
+
+    @classmethod
+    def failure(cls, reason: str) -> ParseResult:
+        return cls(error=reason)
+
+
+@dataclass(frozen=True)
+class PairQuery:
+    """A PE comparison, 0-based: is item ``first`` preferred to item ``second`` on ``attrs``?"""
+
+    first: int
+    second: int
+    attrs: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple[frozenset[int], tuple[int, ...]]:
+        """Identity for repeat detection: the unordered pair and the attribute set."""
+        return frozenset((self.first, self.second)), self.attrs
+
+
+def _check_text(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return "the output is not text"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"the output is longer than {MAX_TEXT_CHARS} characters"
+    return None
+
+
+def extract_tag(text: Any, tag: str) -> ParseResult:
+    """Payload between the single ``<tag>`` and ``</tag>`` of ``text`` (stripped)."""
+    problem = _check_text(text)
+    if problem:
+        return ParseResult.failure(problem)
+    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
+    n_open, n_close = text.count(open_tag), text.count(close_tag)
+    if n_open == 0 and n_close == 0:
+        return ParseResult.failure(f"no {open_tag}...{close_tag} block was found")
+    if n_open != 1 or n_close != 1:
+        return ParseResult.failure(
+            f"write exactly one {open_tag} and one {close_tag} (found {n_open} and {n_close})"
+        )
+    start, end = text.find(open_tag), text.find(close_tag)
+    if end < start:
+        return ParseResult.failure(f"{close_tag} comes before {open_tag}")
+    return ParseResult.success(text[start + len(open_tag) : end].strip())
+
+
+def _mentions(text: str, tag: str) -> bool:
+    return f"<{tag}>" in text or f"</{tag}>" in text
+
+
+def payload_kind(text: Any) -> str | None:
+    """Which payload tag the turn carries, if exactly one kind is present and well formed.
+
+    The agent loop uses this to route a turn: ``"answer"`` means the agent gave its final
+    answer (call ``env.answer``), whatever round it was.
+    """
+    if _check_text(text):
+        return None
+    present = [tag for tag in PAYLOAD_TAGS if _mentions(text, tag)]
+    if len(present) != 1 or not extract_tag(text, present[0]).ok:
+        return None
+    return present[0]
+
+
+def extract_payload(text: Any, tag: str) -> ParseResult:
+    """Like :func:`extract_tag`, but also rejects a turn that mixes payload kinds."""
+    problem = _check_text(text)
+    if problem:
+        return ParseResult.failure(problem)
+    others = [other for other in PAYLOAD_TAGS if other != tag and _mentions(text, other)]
+    if others:
+        return ParseResult.failure(
+            f"this round expects only a <{tag}> payload, but <{others[0]}> also appears"
+        )
+    return extract_tag(text, tag)
+
+
+def _split(payload: str) -> list[str]:
+    body = payload.strip()
+    if len(body) >= 2 and (body[0], body[-1]) in {("[", "]"), ("(", ")")}:
+        body = body[1:-1].strip()
+    return [token for token in _SEPARATORS.split(body) if token]
+
+
+def parse_numbers(payload: Any, max_count: int = 64) -> ParseResult:
+    """Finite floats from a comma/space separated list."""
+    problem = _check_text(payload)
+    if problem:
+        return ParseResult.failure(problem)
+    tokens = _split(payload)
+    if not tokens:
+        return ParseResult.failure("no numbers were given")
+    if len(tokens) > max_count:
+        return ParseResult.failure(f"too many numbers ({len(tokens)})")
+    values = []
+    for token in tokens:
+        if len(token) > MAX_TOKEN_CHARS or not _NUMBER.fullmatch(token):
+            shown = token[:MAX_TOKEN_CHARS]
+            return ParseResult.failure(f"{shown!r} is not a plain decimal number")
+        value = float(token)
+        if not math.isfinite(value):
+            return ParseResult.failure(f"{token!r} is not a finite number")
+        values.append(value)
+    return ParseResult.success(tuple(values))
+
+
+def parse_vector(payload: Any, length: int, low: float = 0.0, high: float = 1.0) -> ParseResult:
+    """Exactly ``length`` finite numbers, each in ``[low, high]``, as a tuple of floats."""
+    numbers = parse_numbers(payload, max_count=max(length, 64))
+    if not numbers.ok:
+        return numbers
+    values = numbers.value
+    if len(values) != length:
+        return ParseResult.failure(f"expected {length} numbers, got {len(values)}")
+    outside = [i + 1 for i, v in enumerate(values) if not low <= v <= high]
+    if outside:
+        return ParseResult.failure(f"every number must lie in [{low:g}, {high:g}]; entries {outside} do not")
+    return ParseResult.success(values)
+
+
+def _parse_indices(text: str, what: str, upper: int) -> ParseResult:
+    tokens = _split(text)
+    for token in tokens:
+        if not _INTEGER.fullmatch(token):
+            shown = token[:MAX_TOKEN_CHARS]
+            return ParseResult.failure(f"{what} numbers must be whole numbers, got {shown!r}")
+    indices = [int(token) for token in tokens]
+    bad = [i for i in indices if not 1 <= i <= upper]
+    if bad:
+        return ParseResult.failure(f"{what} numbers must be between 1 and {upper}; got {bad}")
+    if len(set(indices)) != len(indices):
+        return ParseResult.failure(f"{what} numbers must be distinct")
+    return ParseResult.success(tuple(i - 1 for i in indices))
+
+
+def parse_pair_query(payload: Any, n_items: int, n_attrs: int, subset_size: int) -> ParseResult:
+    """A PE comparison query as a :class:`PairQuery`.
+
+    Syntax (1-based numbers as shown to the agent): gated tasks (``subset_size < n_attrs``)
+    take ``i, j | k, l`` -- items i and j compared on the attribute set {k, l}, with exactly
+    ``subset_size`` attributes; full tasks take ``i, j`` and compare on all attributes.
+    """
+    problem = _check_text(payload)
+    if problem:
+        return ParseResult.failure(problem)
+    gated = subset_size < n_attrs
+    parts = payload.split("|")
+    if gated and len(parts) != 2:
+        return ParseResult.failure(
+            f"write the query as 'i, j | attributes' with exactly one '|' and {subset_size} attributes"
+        )
+    if not gated and len(parts) != 1:
+        return ParseResult.failure("write the query as 'i, j' (two item numbers, no '|')")
+    items = _parse_indices(parts[0], "item", n_items)
+    if not items.ok:
+        return items
+    if len(items.value) != 2:
+        return ParseResult.failure(f"name exactly two different items, got {len(items.value)}")
+    if gated:
+        attrs = _parse_indices(parts[1], "attribute", n_attrs)
+        if not attrs.ok:
+            return attrs
+        if len(attrs.value) != subset_size:
+            return ParseResult.failure(f"name exactly {subset_size} attributes, got {len(attrs.value)}")
+        chosen = tuple(sorted(attrs.value))
+    else:
+        chosen = tuple(range(n_attrs))
+    return ParseResult.success(PairQuery(items.value[0], items.value[1], chosen))

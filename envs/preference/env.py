@@ -1,0 +1,280 @@
+"""Preference estimation (PE-G, PE-F) as an :class:`~envs.base.ActiveReasoningEnv`.
+
+Critiques (paper E.3.1, SPEC section 3):
+
+- action round (AS): +1 iff the query is valid, new (its unordered pair and attribute set
+  were not asked before) and informative (the pair's score difference on the queried
+  attributes has both signs); otherwise -1;
+- update round (BT): -1 for an invalid guess, which leaves the previous valid guess in
+  place; otherwise, after an AS=+1 query, the sign of cos(w_t, w*) - cos(w_prev, w*)
+  against the previous valid guess (0 when equal within 1e-12), and 0 after an AS=-1 query;
+- final answer (BT): -1 if invalid; if it takes the place of an update round it is scored
+  as that update; otherwise 0, since the outcome reward already judges it.
+
+Proxies (paper 2.2): ``as`` holds AS_t = 1 iff the action critique is +1 (a repeated
+informative query adds no information), ``bt`` holds BT_t = cos(w_t, w*) - cos(w_prev, w*),
+0 for an invalid guess. The starting belief is 0.5 on every attribute.
+
+Options: ``reward_rule`` "paper" (default) or "reference" (see :func:`outcome_reward`);
+``feedback_ablation`` makes the user always answer "Unknown" (SPEC section 4, Observation
+3: critiques and the replay still use the true answers); ``replay_samples`` is the number
+of prior draws in the Bayesian replay behind the I_AS and oracle diagnostics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envs import parsing
+from envs.base import ActiveReasoningEnv, Channel, StepResult
+from envs.preference import prompts
+from envs.preference.generator import ATTRIBUTE_NAMES, sample_preferences
+from envs.preference.rules import (
+    ANSWER_WORDS,
+    REWARD_RULES,
+    answer_signs,
+    bayes_replay,
+    cosine,
+    is_informative,
+    masked_differences,
+    outcome_reward,
+)
+
+BT_EQUAL_TOL = 1e-12
+
+
+def _matrix(value: Any) -> np.ndarray:
+    """Nested lists, or the object arrays of arrays that parquet readers return, as 2-D floats."""
+    return np.stack([np.asarray(row, dtype=float) for row in value])
+
+
+class PreferenceEnv(ActiveReasoningEnv):
+    def __init__(
+        self,
+        items: Sequence[Sequence[float]],
+        w_star: Sequence[float],
+        subset_size: int,
+        max_turns: int,
+        reward_kind: str,
+        attribute_names: Sequence[str] | None = None,
+        seed: int = 0,
+        reward_rule: str = "paper",
+        feedback_ablation: bool = False,
+        replay_samples: int = 2000,
+    ):
+        if reward_rule not in REWARD_RULES:
+            raise ValueError(f"reward_rule must be one of {REWARD_RULES}, got {reward_rule!r}")
+        self.items = _matrix(items)
+        self.w_star = np.asarray(w_star, dtype=float)
+        self.n_items, self.n_attrs = self.items.shape
+        if self.w_star.shape != (self.n_attrs,) or not 1 < subset_size <= self.n_attrs:
+            raise ValueError("w_star must have one weight per attribute and 1 < subset_size <= D")
+        self.subset_size = int(subset_size)
+        self.max_turns = int(max_turns)
+        self.reward_kind = reward_kind
+        self.attribute_names = list(attribute_names or ATTRIBUTE_NAMES[: self.n_attrs])
+        self.seed = int(seed)
+        self.reward_rule = reward_rule
+        self.feedback_ablation = bool(feedback_ablation)
+        self.replay_samples = int(replay_samples)
+
+        self._phase = "act"
+        self._turn = 0
+        self._queries: list[parsing.PairQuery] = []
+        self._answers: list[int] = []
+        self._pending_informative = False
+        self._belief = np.full(self.n_attrs, 0.5)
+        self._first_guess: np.ndarray | None = None
+        self._final: np.ndarray | None = None
+        self._as: list[int] = []
+        self._bt: list[float] = []
+        self._n_invalid = 0
+
+    @classmethod
+    def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> PreferenceEnv:
+        return cls(
+            items=extra_info["items"],
+            w_star=extra_info["w_star"],
+            subset_size=int(extra_info["subset_size"]),
+            max_turns=int(extra_info["max_turns"]),
+            reward_kind=str(extra_info["reward_kind"]),
+            attribute_names=[str(name) for name in extra_info["attribute_names"]],
+            seed=seed,
+            **options,
+        )
+
+    @property
+    def phase(self) -> str:
+        """Which call the episode expects next: "act", "update", "answer" or "done"."""
+        return self._phase
+
+    @property
+    def system_prompt(self) -> str:
+        return prompts.system_prompt(self.n_items, self.attribute_names, self.subset_size, self.max_turns)
+
+    def initial_messages(self) -> list[dict[str, str]]:
+        table = prompts.item_table(self.items.astype(int), self.attribute_names)
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": table + "\n\n" + prompts.query_instruction(0, self.max_turns)},
+        ]
+
+    def final_turn_notice(self) -> str:
+        return prompts.final_turn_notice()
+
+    def _expect(self, *phases: str) -> None:
+        if self._phase not in phases:
+            raise RuntimeError(f"episode expects {self._phase!r} next, not {phases[0]!r}")
+
+    async def act(self, text: str) -> StepResult:
+        self._expect("act")
+        self._turn += 1
+        self._phase = "update"
+        payload = parsing.extract_payload(text, "interact")
+        query = (
+            payload
+            if not payload.ok
+            else parsing.parse_pair_query(payload.value, self.n_items, self.n_attrs, self.subset_size)
+        )
+        if not query.ok:
+            self._n_invalid += 1
+            self._pending_informative = False
+            self._as.append(0)
+            feedback = f"Your question was invalid because {query.error}. The user did not answer."
+            return StepResult(
+                feedback=feedback + "\n" + prompts.update_instruction(),
+                critique=-1,
+                channel=Channel.AS,
+                valid=False,
+                info={"turn": self._turn, "error": query.error, "as_proxy": 0},
+            )
+        q: parsing.PairQuery = query.value
+        diff = masked_differences(self.items, [q])
+        repeat = any(q.key == earlier.key for earlier in self._queries)
+        informative = bool(is_informative(diff)[0])
+        sign = int(answer_signs(self.w_star, diff)[0, 0])
+        self._queries.append(q)
+        self._answers.append(sign)
+        good = informative and not repeat
+        self._pending_informative = good
+        self._as.append(int(good))
+        word = "Unknown" if self.feedback_ablation else ANSWER_WORDS[sign]
+        scope = (
+            "attributes " + ", ".join(str(k + 1) for k in q.attrs)
+            if self.subset_size < self.n_attrs
+            else "all attributes"
+        )
+        asked = f"You asked whether movie {q.first + 1} beats movie {q.second + 1} on {scope}"
+        return StepResult(
+            feedback=f"{asked}. User: {word}.\n" + prompts.update_instruction(),
+            critique=1 if good else -1,
+            channel=Channel.AS,
+            valid=True,
+            info={
+                "turn": self._turn,
+                "query": [q.first + 1, q.second + 1, [k + 1 for k in q.attrs]],
+                "user_answer": word,
+                "informative": informative,
+                "repeat": repeat,
+                "as_proxy": int(good),
+            },
+        )
+
+    def _record_belief(self, text: str, tag: str) -> tuple[parsing.ParseResult, int, float]:
+        """Parse a guess and score it as the update of the current turn (critique, BT proxy)."""
+        payload = parsing.extract_payload(text, tag)
+        guess = payload if not payload.ok else parsing.parse_vector(payload.value, self.n_attrs)
+        if guess.ok and not any(guess.value):
+            guess = parsing.ParseResult.failure("all weights are zero, which states no preference")
+        if not guess.ok:
+            self._n_invalid += 1
+            return guess, -1, 0.0
+        w = np.asarray(guess.value)
+        delta = float(cosine(w, self.w_star) - cosine(self._belief, self.w_star))
+        critique = int(np.sign(delta)) if self._pending_informative and abs(delta) > BT_EQUAL_TOL else 0
+        self._belief = w
+        if self._first_guess is None:
+            self._first_guess = w
+        return guess, critique, delta
+
+    def update(self, text: str) -> StepResult:
+        self._expect("update")
+        guess, critique, delta = self._record_belief(text, "interact")
+        self._bt.append(delta)
+        self._pending_informative = False
+        self._phase = "act" if self._turn < self.max_turns else "answer"
+        follow = (
+            prompts.query_instruction(self._turn, self.max_turns)
+            if self._phase == "act"
+            else prompts.answer_instruction()
+        )
+        head = (
+            "Estimate recorded."
+            if guess.ok
+            else f"Your estimate was invalid because {guess.error}. Your previous valid estimate is kept."
+        )
+        return StepResult(
+            feedback=head + "\n" + follow,
+            critique=critique,
+            channel=Channel.BT,
+            valid=guess.ok,
+            info={"turn": self._turn, "error": guess.error, "bt_proxy": delta},
+        )
+
+    def answer(self, text: str) -> StepResult:
+        self._expect("act", "update", "answer")
+        replaces_update = self._phase == "update"
+        guess, critique, delta = self._record_belief(text, "answer")
+        if replaces_update:
+            self._bt.append(delta)
+        self._phase = "done"
+        if guess.ok:
+            self._final = np.asarray(guess.value)
+            feedback = "Final estimate recorded."
+        else:
+            feedback = f"Your final answer was invalid because {guess.error}. The game is over."
+        return StepResult(
+            feedback=feedback,
+            critique=critique,
+            channel=Channel.BT,
+            valid=guess.ok,
+            done=True,
+            info={"turn": self._turn, "error": guess.error, "reward": self.reward()},
+        )
+
+    def reward(self) -> float:
+        if self._final is None:
+            return 0.0
+        return outcome_reward(self._final, self.w_star, self.reward_kind, self.reward_rule)
+
+    def proxies(self) -> dict[str, Any]:
+        rng = np.random.default_rng(self.seed)
+        candidates = sample_preferences(rng, self.replay_samples, self.n_attrs)
+        replay = bayes_replay(self.items, self.w_star, self._queries, self._answers, candidates)
+        bt = np.asarray(self._bt)
+        consistent = (
+            self._final is not None
+            and self._first_guess is not None
+            and np.allclose(self._final, self._first_guess)
+        )
+        return {
+            "as": list(self._as),
+            "bt": list(self._bt),
+            "reward": self.reward(),
+            "answered": float(self._final is not None),
+            "cos_initial": float(cosine(np.full(self.n_attrs, 0.5), self.w_star)),
+            "cos_belief": float(cosine(self._belief, self.w_star)),
+            "n_informative": float(sum(self._as)),
+            "n_invalid": float(self._n_invalid),
+            "c_bt": float(np.clip(bt, 0.0, None).sum()),
+            "final_equals_first_guess": float(consistent),
+            "i_as": replay.i_as,
+            "i_as_near": replay.i_as_near,
+            "oracle_cos": float(cosine(replay.oracle_guess, self.w_star)),
+            "oracle_reward": outcome_reward(
+                replay.oracle_guess, self.w_star, self.reward_kind, self.reward_rule
+            ),
+        }

@@ -1,0 +1,21 @@
+"""Task name -> environment factory, for the agent loop's dispatch on ``extra_info["task"]``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from envs.base import ActiveReasoningEnv
+from envs.preference import VARIANTS, PreferenceEnv
+
+_FACTORIES: dict[str, Callable[..., ActiveReasoningEnv]] = {name: PreferenceEnv.from_row for name in VARIANTS}
+TASKS: tuple[str, ...] = tuple(_FACTORIES)
+
+
+def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: Any) -> ActiveReasoningEnv:
+    """Build the episode of one dataset row; ``options`` go to the task's constructor."""
+    if task_name not in _FACTORIES:
+        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(TASKS)}")
+    if extra_info.get("task", task_name) != task_name:
+        raise ValueError(f"row belongs to task {extra_info['task']!r}, not {task_name!r}")
+    return _FACTORIES[task_name](extra_info, seed, **options)
