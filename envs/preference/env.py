@@ -167,7 +167,7 @@ class PreferenceEnv(ActiveReasoningEnv):
             if self.subset_size < self.n_attrs
             else "all attributes"
         )
-        asked = f"You asked whether movie {q.first + 1} beats movie {q.second + 1} on {scope}"
+        asked = f"You asked whether the user prefers movie {q.first + 1} to movie {q.second + 1} on {scope}"
         return StepResult(
             feedback=f"{asked}. User: {word}.\n" + prompts.update_instruction(),
             critique=1 if good else -1,
