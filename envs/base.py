@@ -78,7 +78,19 @@ class ActiveReasoningEnv(abc.ABC):
         """Action round; async because some tasks consult an LLM-simulated user."""
 
     @abc.abstractmethod
-    def update(self, text: str) -> StepResult: ...
+    def update(self, text: str, counterfactual: str | None = None) -> StepResult:
+        """Belief-update round. ``counterfactual`` is the agent's update generated from the
+        pre-feedback context with :meth:`counterfactual_feedback` in place of the real
+        feedback, when the environment asked for one (MediQ's BT critique); else None."""
+
+    def counterfactual_feedback(self) -> str | None:
+        """Feedback text for a counterfactual update after the latest action, or None (default).
+
+        When this returns text right after ``act``, the loop also generates an update from the
+        context *before* the real feedback followed by this text (those tokens are not part of
+        the trajectory) and passes it to ``update(text, counterfactual=...)``.
+        """
+        return None
 
     @abc.abstractmethod
     def answer(self, text: str) -> StepResult: ...

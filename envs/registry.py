@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from envs.base import ActiveReasoningEnv
 from envs.preference import VARIANTS, PreferenceEnv
+from envs.preference.data import write_parquet as write_preference_parquet
 
 _FACTORIES: dict[str, Callable[..., ActiveReasoningEnv]] = {name: PreferenceEnv.from_row for name in VARIANTS}
 TASKS: tuple[str, ...] = tuple(_FACTORIES)
@@ -19,3 +21,15 @@ def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: A
     if extra_info.get("task", task_name) != task_name:
         raise ValueError(f"row belongs to task {extra_info['task']!r}, not {task_name!r}")
     return _FACTORIES[task_name](extra_info, seed, **options)
+
+
+def prepare_task(
+    task_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int, source: str | None = None
+) -> dict[str, Path]:
+    """Write the task's verl parquet splits; ``source`` is the raw data for tasks built from public files."""
+    if task_name not in _FACTORIES:
+        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(TASKS)}")
+    if task_name in VARIANTS:
+        if source is not None:
+            raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")
+    return write_preference_parquet(task_name, out_dir, n_train, n_val, n_test, seed)

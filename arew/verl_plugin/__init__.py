@@ -1,7 +1,7 @@
 """Everything that couples AReW to verl 0.9.1 lives in this subpackage.
 
-Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators and the
-``arew`` v1 trainer mode. verl imports it in every process through the ``verl.plugins``
+Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators, the
+``arew`` v1 trainer mode and the ``arew_agent`` agent loop. verl imports it in every process through the ``verl.plugins``
 entry point, and swallows plugin errors at DEBUG level; so a failure here is logged at
 ERROR with its traceback, printed to stderr, and re-raised.
 """
@@ -15,6 +15,7 @@ import traceback
 logger = logging.getLogger("arew")
 
 try:
+    from arew.verl_plugin.agent_loop import CritiqueAgentLoop
     from arew.verl_plugin.estimators import register_arew_estimator
     from arew.verl_plugin.trainer import AReWTrainer
 
@@ -27,4 +28,4 @@ except Exception:
     print(_message, file=sys.stderr, flush=True)
     raise
 
-__all__ = ["AReWTrainer", "register_arew_estimator"]
+__all__ = ["AReWTrainer", "CritiqueAgentLoop", "register_arew_estimator"]

@@ -200,7 +200,7 @@ class PreferenceEnv(ActiveReasoningEnv):
             self._first_guess = w
         return guess, critique, delta
 
-    def update(self, text: str) -> StepResult:
+    def update(self, text: str, counterfactual: str | None = None) -> StepResult:
         self._expect("update")
         guess, critique, delta = self._record_belief(text, "interact")
         self._bt.append(delta)

@@ -1,0 +1,46 @@
+"""``arew``: the project's command line (data preparation, the CPU self-locking lab)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    from envs.registry import prepare_task
+
+    paths = prepare_task(args.task, args.out, n_train=args.n_train, n_val=args.n_val, n_test=args.n_test, seed=args.seed, source=args.source)
+    for split, path in paths.items():
+        print(f"{split}: {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arew", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    prepare = commands.add_parser("prepare", help="write verl-format train/validation/test parquet for a task")
+    prepare.add_argument("task", help="task name, e.g. pe-g-s2, pe-g-s3, pe-f-d6, pe-f-d8")
+    prepare.add_argument("--out", required=True, help="output folder")
+    prepare.add_argument("--n-train", type=int, default=2048)
+    prepare.add_argument("--n-val", type=int, default=128)
+    prepare.add_argument("--n-test", type=int, default=300)
+    prepare.add_argument("--seed", type=int, default=0)
+    prepare.add_argument("--source", default=None, help="raw data file or folder, for tasks built from a public data set")
+    prepare.set_defaults(func=_prepare)
+
+    from arew.lab.runner import add_arguments as add_lab_arguments
+    from arew.lab.runner import main as lab_main
+
+    lab = commands.add_parser("lab", help="reproduce self-locking and AReW's escape on the CPU (minutes)")
+    add_lab_arguments(lab)
+    lab.set_defaults(func=lab_main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,282 @@
+"""``arew_agent``: verl agent loop for active-reasoning episodes with per-turn critiques.
+
+Selected by the dataset column ``agent_name: arew_agent`` (or
+``actor_rollout_ref.rollout.agent.default_agent_loop=arew_agent``). One episode alternates
+action rounds (channel AS) and belief-update rounds (channel BT) as the environment
+protocol in :mod:`envs.base` describes, then asks for the final answer. The token stream
+is built incrementally with verl's Continuous Token builder: assistant tokens get
+response_mask 1, the environment's messages 0.
+
+For every assistant turn the loop records its token span, channel and critique in
+``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`), puts the outcome
+reward in ``reward_score``, and the episode's metrics in
+``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
+their batch means under ``episode/`` in training).
+
+Context budget: the loop never lets verl cut the stream. A prompt longer than
+``rollout.prompt_length`` fails the sample with a clear error (filter the dataset). When the
+response budget can no longer hold another round (``max_tokens_per_turn`` plus
+``feedback_reserve_tokens``), ``overflow=answer_now`` tells the agent so and asks for its
+final answer, ``overflow=stop`` ends the episode unanswered; both are counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from arew.core.records import RECORDS_KEY, make_record
+from envs.base import ActiveReasoningEnv, StepResult
+from envs.parsing import payload_kind
+from envs.registry import make_env
+
+logger = logging.getLogger(__name__)
+
+AGENT_NAME = "arew_agent"
+EPISODE_INFO_KEY = "reward_extra_info"
+OVERFLOW_POLICIES = ("answer_now", "stop")
+ANSWER_NOW_NOTICE = (
+    "\n\nThe conversation has reached its length budget. This is your final turn: "
+    "give your final answer now in <answer>...</answer>."
+)
+
+
+@dataclass(frozen=True)
+class AgentLoopSettings:
+    """The ``arew_agent`` config section (documented in configs/arew_trainer.yaml)."""
+
+    max_tokens_per_turn: int = 512
+    feedback_reserve_tokens: int = 256
+    overflow: str = "answer_now"
+    stop: tuple[str, ...] = ("</interact>", "</answer>")
+    env_options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, raw, prefix: str = "arew_agent") -> AgentLoopSettings:
+        raw = {} if raw is None else {k: raw[k] for k in raw}
+        known = set(cls.__dataclass_fields__)
+        for key in raw:
+            if key not in known:
+                raise ValueError(f"{prefix}.{key}: unknown key; valid keys are {sorted(known)}")
+        for key in ("max_tokens_per_turn", "feedback_reserve_tokens"):
+            value = raw.get(key, getattr(cls, key))
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "max_tokens_per_turn" else 0):
+                raise ValueError(f"{prefix}.{key}: expected a positive integer, got {value!r}")
+        if raw.get("overflow", cls.overflow) not in OVERFLOW_POLICIES:
+            raise ValueError(f"{prefix}.overflow: must be one of {list(OVERFLOW_POLICIES)}, got {raw['overflow']!r}")
+        if "stop" in raw:
+            raw["stop"] = tuple(str(s) for s in raw["stop"])
+        if "env_options" in raw:
+            raw["env_options"] = dict(raw["env_options"] or {})
+        return cls(**raw)
+
+
+@dataclass
+class _Episode:
+    """Token stream and per-turn records of one rollout."""
+
+    runtime_ids: list[int]
+    messages: list[dict[str, str]]
+    response_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    invalid_turns: int = 0
+    forced_answer: bool = False
+    truncated: bool = False
+    generation_calls: int = 0
+    counterfactual_calls: int = 0
+
+
+def episode_seed(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> int:
+    """Stable per (row, rollout session) so that repeated samples of a prompt differ but replay."""
+    key = f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{kwargs.get('session_id', 0)}"
+    return zlib.crc32(key.encode())
+
+
+@register(AGENT_NAME)
+class CritiqueAgentLoop(AgentLoopBase):
+    """Multi-turn active-reasoning rollout that labels every decision with its critique."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prompt_length = self.rollout_config.prompt_length
+        self.response_length = self.rollout_config.response_length
+        self.settings = AgentLoopSettings.from_config(self.config.get("arew_agent"))
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        extra_info = dict(kwargs.get("extra_info") or {})
+        task = extra_info.get("task")
+        if task is None:
+            raise ValueError(f"{AGENT_NAME}: dataset row has no extra_info['task']; regenerate the data with `arew prepare`")
+        env = make_env(task, extra_info, episode_seed(extra_info, kwargs), **self.settings.env_options)
+        messages = list(kwargs.get("raw_prompt") or env.initial_messages())
+        prompt_ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+        )
+        if len(prompt_ids) > self.prompt_length:
+            raise ValueError(
+                f"{AGENT_NAME}: prompt of task {task!r} row {extra_info.get('index')} has {len(prompt_ids)} tokens, "
+                f"more than rollout.prompt_length={self.prompt_length}; raise it or set data.filter_overlong_prompts=True"
+            )
+        episode = _Episode(runtime_ids=list(prompt_ids), messages=messages)
+        request_id = uuid4().hex
+        metrics: dict[str, Any] = {}
+
+        final_step = await self._play(env, episode, sampling_params, request_id, metrics)
+
+        prompt_len = len(prompt_ids)
+        info = self._episode_info(env, episode, final_step)
+        output = AgentLoopOutput(
+            prompt_ids=list(prompt_ids),
+            response_ids=episode.runtime_ids[prompt_len:],
+            response_mask=episode.response_mask,
+            response_logprobs=episode.logprobs,
+            reward_score=float(env.reward()),
+            num_turns=len(episode.messages),
+            metrics=AgentLoopMetrics(**metrics),
+            extra_fields={
+                RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
+                EPISODE_INFO_KEY: info,
+            },
+        )
+        return output
+
+    async def _play(self, env: ActiveReasoningEnv, episode: _Episode, sampling_params, request_id, metrics):
+        """Drive the rounds; returns the final answer's StepResult, or None if the episode ended unanswered."""
+        for turn in range(env.max_turns):
+            for round_kind in ("act", "update"):
+                if not self._round_fits(episode):
+                    return await self._overflow(env, episode, sampling_params, request_id, metrics)
+                text = await self._generate(episode, sampling_params, request_id, metrics)
+                if payload_kind(text) == "answer":
+                    return self._record(episode, env.answer(text))
+                if round_kind == "act":
+                    step = await env.act(text)
+                    cf_feedback = env.counterfactual_feedback()
+                    counterfactual = None
+                    if cf_feedback is not None:
+                        counterfactual = await self._counterfactual(episode, cf_feedback, sampling_params)
+                else:
+                    step = env.update(text, counterfactual=counterfactual)
+                self._record(episode, step)
+                feedback = step.feedback
+                if round_kind == "act" and turn == env.max_turns - 1:
+                    feedback += env.final_turn_notice()
+                if not await self._add_feedback(episode, feedback):
+                    return await self._overflow(env, episode, sampling_params, request_id, metrics)
+        if not self._round_fits(episode, reserve=0):
+            episode.truncated = True
+            return None
+        text = await self._generate(episode, sampling_params, request_id, metrics)
+        return self._record(episode, env.answer(text))
+
+    async def _overflow(self, env, episode: _Episode, sampling_params, request_id, metrics):
+        if self.settings.overflow == "answer_now" and episode.response_mask:
+            if await self._add_feedback(episode, ANSWER_NOW_NOTICE):
+                episode.forced_answer = True
+                text = await self._generate(episode, sampling_params, request_id, metrics)
+                return self._record(episode, env.answer(text))
+        episode.truncated = True
+        return None
+
+    async def _counterfactual(self, episode: _Episode, feedback: str, sampling_params) -> str:
+        """The agent's update from the pre-feedback context with ``feedback`` instead; not part of the trajectory."""
+        previous = list(episode.messages)
+        merge, _, _ = await self.ct_merge_context_msg(
+            previous, previous + [{"role": "user", "content": feedback}], episode.runtime_ids, episode.response_mask
+        )
+        params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
+        output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=merge.token_ids, sampling_params=params)
+        episode.counterfactual_calls += 1
+        return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+
+    def _remaining(self, episode: _Episode) -> int:
+        return self.response_length - len(episode.response_mask)
+
+    def _round_fits(self, episode: _Episode, reserve: int | None = None) -> bool:
+        reserve = self.settings.feedback_reserve_tokens if reserve is None else reserve
+        return self._remaining(episode) >= self.settings.max_tokens_per_turn + reserve
+
+    async def _generate(self, episode: _Episode, sampling_params, request_id, metrics) -> str:
+        params = {
+            **sampling_params,
+            "max_tokens": min(self.settings.max_tokens_per_turn, self._remaining(episode)),
+            "stop": list(self.settings.stop),
+        }
+        output = await self.server_manager.generate(
+            request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
+        )
+        episode.generation_calls += 1
+        if output.num_preempted is not None:
+            metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) + output.num_preempted
+        before = len(episode.response_mask)
+        if episode.logprobs is None and output.log_probs:
+            episode.logprobs = [0.0] * before  # only environment tokens precede: they carry no log-prob
+        merge, mask, logprobs = await self.ct_merge_assistant_token(
+            episode.runtime_ids,
+            list(output.token_ids),
+            episode.response_mask,
+            episode.logprobs,
+            assistant_logprobs=output.log_probs or None,
+        )
+        episode.runtime_ids, episode.response_mask = merge.token_ids, mask
+        if logprobs is not None:
+            episode.logprobs = logprobs
+        start = before - merge.removed_prefix_token_count
+        episode.spans.append((start, len(episode.response_mask)))
+        text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        episode.messages.append({"role": "assistant", "content": text})
+        return text
+
+    async def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
+        """Append the environment's message (mask 0); False, changing nothing, if no full turn would fit after it."""
+        previous = list(episode.messages)
+        updated = previous + [{"role": "user", "content": feedback}]
+        merge, mask, logprobs = await self.ct_merge_context_msg(
+            previous, updated, episode.runtime_ids, episode.response_mask, episode.logprobs
+        )
+        if self.response_length - len(mask) < self.settings.max_tokens_per_turn:
+            return False
+        kept = len(episode.response_mask) - merge.removed_prefix_token_count
+        episode.spans = [(s, min(e, kept)) for s, e in episode.spans]
+        episode.runtime_ids, episode.response_mask, episode.messages = merge.token_ids, mask, updated
+        if logprobs is not None:
+            episode.logprobs = logprobs
+        return True
+
+    @staticmethod
+    def _record(episode: _Episode, step: StepResult) -> StepResult:
+        episode.channels.append(step.channel)
+        episode.labels.append(int(step.critique))
+        episode.invalid_turns += int(not step.valid)
+        return step
+
+    @staticmethod
+    def _episode_info(env: ActiveReasoningEnv, episode: _Episode, final_step: StepResult | None) -> dict[str, float]:
+        info: dict[str, float] = {
+            "decisions": float(len(episode.labels)),
+            "invalid_turns": float(episode.invalid_turns),
+            "answered": float(final_step is not None and final_step.valid),
+            "forced_answer": float(episode.forced_answer),
+            "truncated": float(episode.truncated),
+            "response_tokens": float(len(episode.response_mask)),
+            "counterfactual_generations": float(episode.counterfactual_calls),
+        }
+        for channel in ("as", "bt"):
+            labels = [z for c, z in zip(episode.channels, episode.labels) if c == channel]
+            for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
+                info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
+        for key, value in env.proxies().items():
+            if isinstance(value, (list, tuple)):
+                numbers = [float(v) for v in value]
+                info[f"proxy_{key}_mean"] = sum(numbers) / len(numbers) if numbers else 0.0
+            elif isinstance(value, (int, float)):
+                info[f"proxy_{key}"] = float(value)
+        return info
