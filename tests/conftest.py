@@ -58,3 +58,17 @@ def tiny_model(chat_tokenizer):
         pad_token_id=chat_tokenizer.pad_token_id,
     )
     return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def transfer_queue():
+    """A local Ray with verl's TransferQueue, as the v1 trainer and agent-loop workers use it."""
+    import ray
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"total_storage_size": 2000, "num_data_storage_units": 1}}}))
+    yield tq
+    tq.close()
+    ray.shutdown()

@@ -15,9 +15,11 @@ their batch means under ``episode/`` in training).
 
 Context budget: the loop never lets verl cut the stream. A prompt longer than
 ``rollout.prompt_length`` fails the sample with a clear error (filter the dataset). When the
-response budget can no longer hold another round (``max_tokens_per_turn`` plus
-``feedback_reserve_tokens``), ``overflow=answer_now`` tells the agent so and asks for its
-final answer, ``overflow=stop`` ends the episode unanswered; both are counted.
+response budget can no longer hold another round, its feedback and a final answer
+(``2 * max_tokens_per_turn + feedback_reserve_tokens``), or a feedback message would leave
+no room for an answer, ``overflow=answer_now`` tells the agent so and asks for its final
+answer, ``overflow=stop`` ends the episode unanswered; both are counted. Every feedback is
+only added when a full turn still fits after it, so the final answer round always fits.
 """
 
 from __future__ import annotations
@@ -171,9 +173,6 @@ class CritiqueAgentLoop(AgentLoopBase):
                     feedback += env.final_turn_notice()
                 if not await self._add_feedback(episode, feedback):
                     return await self._overflow(env, episode, sampling_params, request_id, metrics)
-        if not self._round_fits(episode, reserve=0):
-            episode.truncated = True
-            return None
         text = await self._generate(episode, sampling_params, request_id, metrics)
         return self._record(episode, env.answer(text))
 
@@ -200,9 +199,10 @@ class CritiqueAgentLoop(AgentLoopBase):
     def _remaining(self, episode: _Episode) -> int:
         return self.response_length - len(episode.response_mask)
 
-    def _round_fits(self, episode: _Episode, reserve: int | None = None) -> bool:
-        reserve = self.settings.feedback_reserve_tokens if reserve is None else reserve
-        return self._remaining(episode) >= self.settings.max_tokens_per_turn + reserve
+    def _round_fits(self, episode: _Episode) -> bool:
+        """Room for this round, its feedback and, after it, a final answer."""
+        cap = self.settings.max_tokens_per_turn
+        return self._remaining(episode) >= 2 * cap + self.settings.feedback_reserve_tokens
 
     async def _generate(self, episode: _Episode, sampling_params, request_id, metrics) -> str:
         params = {
@@ -261,6 +261,7 @@ class CritiqueAgentLoop(AgentLoopBase):
     @staticmethod
     def _episode_info(env: ActiveReasoningEnv, episode: _Episode, final_step: StepResult | None) -> dict[str, float]:
         info: dict[str, float] = {
+            "reward": float(env.reward()),
             "decisions": float(len(episode.labels)),
             "invalid_turns": float(episode.invalid_turns),
             "answered": float(final_step is not None and final_step.valid),
@@ -274,6 +275,8 @@ class CritiqueAgentLoop(AgentLoopBase):
             for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
                 info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
         for key, value in env.proxies().items():
+            if key == "reward":
+                continue  # recorded above
             if isinstance(value, (list, tuple)):
                 numbers = [float(v) for v in value]
                 info[f"proxy_{key}_mean"] = sum(numbers) / len(numbers) if numbers else 0.0

@@ -18,6 +18,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.verl_plugin.agent_loop import EPISODE_INFO_KEY
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,19 @@ def validate_arew_setup(config) -> None:
     register_arew_estimator(base)
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
+
+
+def episode_metrics(extra_fields: list) -> dict[str, float]:
+    """Batch means of the agent loop's per-episode numbers (``reward_extra_info``), under ``episode/``."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for fields in extra_fields:
+        info = fields.get(EPISODE_INFO_KEY) if isinstance(fields, dict) else None
+        for key, value in (info or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                sums[key] = sums.get(key, 0.0) + float(value)
+                counts[key] = counts.get(key, 0) + 1
+    return {f"episode/{key}/mean": sums[key] / counts[key] for key in sums}
 
 
 @register_trainer(TRAINER_MODE)
@@ -63,6 +77,7 @@ class AReWTrainer(PPOTrainerSync):
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         extra_fields = [getattr(item, "data", item) for item in data.pop("extra_fields")]
         records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        metrics.update(episode_metrics(extra_fields))
         response_lengths = data["response_mask"].offsets().diff()
         segments = collect_segments(records, response_lengths, sample_names=batch.keys, on_invalid=config.on_invalid)
         if segments.dropped_samples:

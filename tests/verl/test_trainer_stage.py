@@ -3,11 +3,9 @@
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 import transfer_queue as tq
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
@@ -27,15 +25,6 @@ RECORDS = [
 DELTAS = [[0.5, 0.5, 0.5, 0, 0, -0.5, -0.5], [0] * 6, [0.5, 0.5, -0.5, -0.5], [0] * 8]
 SCORES = [1.0, 0.0, 1.0, 0.0]
 KEYS = ["p0_0_0", "p0_1_0", "p1_0_0", "p1_1_0"]
-
-
-@pytest.fixture(scope="module")
-def transfer_queue():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    tq.init(OmegaConf.create({"backend": {"SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1}}}))
-    yield
-    tq.close()
-    ray.shutdown()
 
 
 def _compose(*overrides):

@@ -1,0 +1,283 @@
+"""The arew_agent loop on CPU: scripted and tiny-model servers, verl's worker machinery, and the trainer stage."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from arew.core import RECORDS_KEY, collect_segments
+from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, CritiqueAgentLoop
+from arew.verl_plugin.trainer import AReWTrainer
+from envs.preference.data import build_rows
+from envs.registry import make_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ScriptedServer:
+    """Answers each generate call with the next scripted text (plus end-of-turn), like a policy would."""
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.calls = tokenizer, list(texts), []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.calls.append({"prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params)})
+        text = self.texts.pop(0)
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = ids[: sampling_params["max_tokens"]]
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
+
+
+class TinyModelServer:
+    """Samples from a tiny random-weight Qwen2 model: garbage text, real tokens and log-probs."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, 0
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.calls += 1
+        inputs = torch.tensor([prompt_ids])
+        with torch.no_grad():
+            out = self.model.generate(
+                inputs, max_new_tokens=min(12, sampling_params["max_tokens"]), do_sample=True, top_k=0,
+                output_scores=True, return_dict_in_generate=True,
+            )
+        new = out.sequences[0, inputs.shape[1]:].tolist()
+        logprobs = [float(torch.log_softmax(s[0], -1)[t]) for s, t in zip(out.scores, new)]
+        return TokenOutput(token_ids=new, log_probs=logprobs)
+
+
+def _config(response_length=8192, prompt_length=2048, **agent):
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}},
+                "model": {"path": "unused", "tokenizer_path": "unused"},
+            },
+            "data": {"apply_chat_template_kwargs": {}},
+            "arew_agent": {"max_tokens_per_turn": 128, "feedback_reserve_tokens": 128, **agent},
+        }
+    )
+
+
+def _loop(tokenizer, server, config):
+    return CritiqueAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+    )
+
+
+@pytest.fixture(scope="module")
+def row():
+    return build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]
+
+
+def _queries(extra_info):
+    """An informative and a dominated PE-G query (1-based text) for this row's items."""
+    items = np.asarray(extra_info["items"], dtype=float)
+    informative = dominated = None
+    for i, j in itertools.combinations(range(len(items)), 2):
+        for a, b in itertools.combinations(range(items.shape[1]), 2):
+            diff = items[i, [a, b]] - items[j, [a, b]]
+            text = f"<scratch>q</scratch><interact>{i + 1}, {j + 1} | {a + 1}, {b + 1}</interact>"
+            if diff[0] * diff[1] < 0 and informative is None:
+                informative = text
+            if (diff > 0).all() and dominated is None:
+                dominated = text
+    return informative, dominated
+
+
+def _vector(values):
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+async def test_scripted_episode_records_spans_masks_labels_and_reward(chat_tokenizer, row):
+    info = row["extra_info"]
+    informative, dominated = _queries(info)
+    truth = _vector(info["w_star"])
+    texts = [
+        informative,
+        f"<scratch>closer</scratch><interact>{truth}</interact>",
+        dominated,
+        "garbage <interact>not numbers",
+        informative,  # a repeat
+        f"<answer>{truth}</answer>",  # early final answer
+    ]
+    server = ScriptedServer(chat_tokenizer, texts)
+    output = await _loop(chat_tokenizer, server, _config()).run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=info)
+
+    # the same decisions through a fresh environment give the critiques and reward the loop recorded
+    env = make_env(info["task"], info, info["seed"])
+    expected = [(await env.act(texts[0])).critique, env.update(texts[1]).critique, (await env.act(texts[2])).critique,
+                env.update(texts[3]).critique, (await env.act(texts[4])).critique, env.answer(texts[5]).critique]
+    record = output.extra_fields[RECORDS_KEY]
+    assert record["channel"] == ["as", "bt", "as", "bt", "as", "bt"]
+    assert record["label"] == expected
+    assert expected[0] == 1 and expected[2] == -1 and expected[4] == -1 and expected[3] == -1
+    assert output.reward_score == env.reward() == 1.0
+
+    ids, mask = output.response_ids, output.response_mask
+    assert len(ids) == len(mask) == len(output.response_logprobs)
+    collect_segments([record], [len(ids)])  # satisfies the trainer's contract
+    generated = [chat_tokenizer.encode(t, add_special_tokens=False) + [chat_tokenizer.eos_token_id] for t in texts]
+    in_span = np.zeros(len(ids), dtype=bool)
+    for (start, end), tokens in zip(zip(record["start"], record["end"]), generated):
+        span_ids = [t for t, m in zip(ids[start:end], mask[start:end]) if m == 1]
+        assert span_ids == tokens  # each span holds exactly that turn's generated tokens
+        in_span[start:end] = True
+    assert not any(m for m, inside in zip(mask, in_span) if not inside)  # everything else is environment text
+    assert sum(mask) == sum(len(t) for t in generated)
+    assert all(lp == 0.0 for lp, m in zip(output.response_logprobs, mask) if m == 0)
+    environment_text = chat_tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+    assert "invalid" in environment_text.lower()  # the agent was told its malformed turn was invalid
+    assert output.extra_fields["reward_extra_info"]["invalid_turns"] == 1
+    assert output.extra_fields["reward_extra_info"]["as_neg"] == 2
+    # the loop asked the engine to stop at the closing tags and capped each turn
+    assert all(c["sampling_params"]["stop"] == ["</interact>", "</answer>"] for c in server.calls)
+    assert all(c["sampling_params"]["max_tokens"] <= 128 for c in server.calls)
+
+
+async def test_full_episode_announces_the_final_turn(chat_tokenizer, row):
+    info = row["extra_info"]
+    informative, _ = _queries(info)
+    turns = info["max_turns"]
+    texts = [informative, f"<interact>{_vector([0.5] * 6)}</interact>"] * turns + [f"<answer>{_vector(info['w_star'])}</answer>"]
+    server = ScriptedServer(chat_tokenizer, texts)
+    output = await _loop(chat_tokenizer, server, _config()).run({}, raw_prompt=row["prompt"], extra_info=info)
+    record = output.extra_fields[RECORDS_KEY]
+    assert len(record["label"]) == 2 * turns + 1
+    notice = make_env(info["task"], info, 0).final_turn_notice().strip()
+    last_action_prompt = chat_tokenizer.decode(server.calls[2 * turns - 1]["prompt_ids"])
+    earlier_prompt = chat_tokenizer.decode(server.calls[2 * turns - 3]["prompt_ids"])
+    assert notice in last_action_prompt and notice not in earlier_prompt
+    assert output.extra_fields["reward_extra_info"]["answered"] == 1.0
+
+
+@pytest.mark.parametrize("overflow", ["answer_now", "stop"])
+async def test_context_budget_is_explicit_and_counted(chat_tokenizer, row, overflow):
+    info = row["extra_info"]
+    informative, _ = _queries(info)
+    answer = f"<answer>{_vector(info['w_star'])}</answer>"
+
+    class AnswersWhenTold(ScriptedServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            if ANSWER_NOW_NOTICE.strip() in chat_tokenizer.decode(prompt_ids[-120:]):
+                self.texts.insert(0, answer)
+            return await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+
+    server = AnswersWhenTold(chat_tokenizer, [informative, f"<interact>{_vector([0.5] * 6)}</interact>"] * 10 + [answer])
+    config = _config(response_length=1500, max_tokens_per_turn=64, feedback_reserve_tokens=64, overflow=overflow)
+    output = await _loop(chat_tokenizer, server, config).run({}, raw_prompt=row["prompt"], extra_info=info)
+    episode = output.extra_fields["reward_extra_info"]
+    assert len(output.response_ids) <= 1500
+    if overflow == "answer_now":
+        assert episode["forced_answer"] == 1.0 and episode["answered"] == 1.0 and output.reward_score == 1.0
+        assert ANSWER_NOW_NOTICE.strip() in chat_tokenizer.decode(server.calls[-1]["prompt_ids"])
+    else:
+        assert episode["truncated"] == 1.0 and episode["answered"] == 0.0 and output.reward_score == 0.0
+    collect_segments([output.extra_fields[RECORDS_KEY]], [len(output.response_ids)])
+
+
+async def test_overlong_prompt_fails_clearly(chat_tokenizer, row):
+    server = ScriptedServer(chat_tokenizer, [])
+    with pytest.raises(ValueError, match="rollout.prompt_length=16"):
+        await _loop(chat_tokenizer, server, _config(prompt_length=16)).run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+
+
+def test_settings_validation_names_the_key(chat_tokenizer):
+    with pytest.raises(ValueError, match="arew_agent.overflow"):
+        _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config(overflow="cut"))
+    with pytest.raises(ValueError, match="arew_agent.max_tokens_per_turn"):
+        _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config(max_tokens_per_turn=0))
+
+
+async def test_tiny_random_model_garbage_never_crashes_the_episode(chat_tokenizer, tiny_model, row):
+    server = TinyModelServer(tiny_model)
+    output = await _loop(chat_tokenizer, server, _config(max_tokens_per_turn=12, feedback_reserve_tokens=0)).run(
+        {}, raw_prompt=row["prompt"], extra_info=row["extra_info"]
+    )
+    record = output.extra_fields[RECORDS_KEY]
+    assert server.calls == len(record["label"]) == 2 * row["extra_info"]["max_turns"] + 1
+    assert set(record["label"]) == {-1}  # random tokens are never a valid query or belief
+    assert output.reward_score == 0.0
+    assert output.extra_fields["reward_extra_info"]["invalid_turns"] == len(record["label"])
+    collect_segments([record], [len(output.response_ids)])
+
+
+def _worker(tokenizer, server, config):
+    worker_cls = AgentLoopWorkerTQ.__ray_actor_class__  # the plain class behind the Ray actor
+    worker = worker_cls.__new__(worker_cls)
+    worker.config, worker.llm_client, worker.tokenizer, worker.processor = config, server, tokenizer, None
+    worker.hf_model_type, worker.dataset_cls, worker.tools = None, RLHFDataset, []
+    worker.reward_loop_worker_handles, worker.distillation_enabled = None, False
+    return worker
+
+
+async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue):
+    """verl's TQ agent-loop worker runs arew_agent, stores the samples, and the AReW trainer stage reweights them."""
+    info = row["extra_info"]
+    informative, dominated = _queries(info)
+    truth, flat = _vector(info["w_star"]), _vector([0.5] * 6)
+    scripts = [
+        [informative, f"<interact>{truth}</interact>", dominated, f"<answer>{truth}</answer>"],  # +1 +1 -1, reward 1
+        [dominated, f"<interact>{flat}</interact>", f"<answer>{flat}</answer>"],  # one-sided, reward 0
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        config = compose(
+            config_name="arew_trainer",
+            overrides=["algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=0.5", "actor_rollout_ref.rollout.n=2"],
+        )
+    loop_config = OmegaConf.merge(config, _config())
+    keys = []
+    for session, texts in enumerate(scripts):
+        worker = _worker(chat_tokenizer, ScriptedServer(chat_tokenizer, texts), loop_config)
+        await worker._run_agent_loop(
+            {}, {"step": 1, "sample_index": 0, "rollout_n": session, "validate": False},
+            agent_name="arew_agent", raw_prompt=row["prompt"], extra_info=info, uid="pe0", session_id=session,
+            global_steps=1,
+        )
+        keys.append(f"pe0_{session}_0")
+    # the actor's old-log-prob stage runs before advantages in training; stand in with the rollout's own
+    rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
+    batch = transfer_queue.kv_batch_put(
+        keys=keys, partition_id="train", fields=TensorDict({"old_log_probs": rollout["rollout_log_probs"]}, batch_size=len(keys))
+    )
+    trainer = AReWTrainer.__new__(AReWTrainer)
+    trainer.config, trainer.global_steps = config, 1
+    metrics = {}
+    trainer._compute_advantage(batch, metrics)
+
+    data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores", "extra_fields"])
+    masks = [m.bool() for m in data["response_mask"].unbind()]
+    scores = torch.tensor([float(s.sum()) for s in data["rm_scores"].unbind()])
+    assert scores.tolist() == [1.0, 0.0]
+    base = (scores - scores.mean()) / (scores.std() + 1e-6)  # verl's GRPO over the group of 2
+    record = data["extra_fields"][0][RECORDS_KEY]
+    adv0 = data["advantages"].unbind()[0]
+    n_pos, n_neg = record["label"].count(1), record["label"].count(-1)
+    assert n_pos and n_neg
+    for (start, end), label in zip(zip(record["start"], record["end"]), record["label"]):
+        shift = {1: 0.5 / n_pos, 0: 0.0, -1: -0.5 / n_neg}[label]
+        model = masks[0][start:end]
+        torch.testing.assert_close(adv0[start:end][model], torch.full((int(model.sum()),), float(base[0]) + shift))
+    adv1 = data["advantages"].unbind()[1]
+    torch.testing.assert_close(adv1[masks[1]], torch.full((int(masks[1].sum()),), float(base[1])))
+    assert metrics["arew/both_signs_frac"] == 0.5
+    assert metrics["episode/reward/mean"] == pytest.approx(0.5)
+    assert metrics["episode/decisions/mean"] == pytest.approx(3.5)
