@@ -72,3 +72,12 @@ def transfer_queue():
     yield tq
     tq.close()
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_model, chat_tokenizer):
+    """The tiny model and tokenizer saved as a Hugging Face folder, for configs that load a model path."""
+    folder = tmp_path_factory.mktemp("tiny-qwen2")
+    tiny_model.save_pretrained(folder)
+    chat_tokenizer.save_pretrained(folder)
+    return folder

@@ -125,8 +125,12 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
             _fail(key, f"must be -1, 0 or 1, got {value!r}")
         return value
 
+    def channels(key, value):
+        # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false.
+        return _choice(key, "off" if value is False else value, CHANNEL_SETS)
+
     parsers = {
-        "channels": lambda k, v: _choice(k, v, CHANNEL_SETS),
+        "channels": channels,
         "mode": lambda k, v: _choice(k, v, MODES),
         "grouping": lambda k, v: _choice(k, v, GROUPINGS),
         "weighting": lambda k, v: _choice(k, v, WEIGHTINGS),

@@ -35,7 +35,7 @@ def test_invalid_values_name_the_key(raw, key):
 
 
 def test_yaml_defaults_equal_code_defaults():
-    document = yaml.safe_load((ROOT / "configs" / "arew_trainer.yaml").read_text())
+    document = yaml.safe_load((ROOT / "configs" / "base" / "arew.yaml").read_text())
     assert parse_config(document["algorithm"]["arew"]) == AReWConfig()
 
 
