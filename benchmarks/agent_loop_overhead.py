@@ -1,0 +1,113 @@
+"""Agent-loop overhead per turn, without model generation, and PE environment steps per second.
+
+    python benchmarks/agent_loop_overhead.py [--episodes 40] [--task pe-g-s2]
+
+The server answers instantly with pre-tokenised valid turns, so the time measured is the
+loop's own work: chat-template merges and token bookkeeping, parsing, the environment step,
+critiques and records. The per-episode summary (proxies, including PE's Bayesian replay) is
+timed separately because it runs once per episode, not per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import numpy as np
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from arew.tiny_models import build_chat_tokenizer
+from arew.verl_plugin.agent_loop import CritiqueAgentLoop
+from envs.preference.data import build_rows
+from envs.registry import make_env
+
+
+def scripted_turns(info: dict) -> list[str]:
+    """A full valid episode: informative-or-not queries over distinct pairs, then beliefs, then the answer."""
+    items = np.asarray(info["items"])
+    n_items, n_attrs, subset = len(items), items.shape[1], info["subset_size"]
+    texts = []
+    for t in range(info["max_turns"]):
+        i, j = t % n_items, (t + 1 + t // n_items) % n_items
+        attrs = ", ".join(str(1 + (t + m) % n_attrs) for m in range(subset)) if subset < n_attrs else None
+        query = f"{i + 1}, {j + 1}" + (f" | {attrs}" if attrs else "")
+        belief = ", ".join(f"{0.5 + 0.04 * ((t + k) % 5 - 2):.2f}" for k in range(n_attrs))
+        texts += [f"<scratch>ask about a trade-off</scratch><interact>{query}</interact>",
+                  f"<scratch>shift weights</scratch><interact>{belief}</interact>"]
+    return texts + [f"<answer>{', '.join(f'{w:.2f}' for w in info['w_star'])}</answer>"]
+
+
+class InstantServer:
+    def __init__(self, tokenized):
+        self.queue = list(tokenized)
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        ids = self.queue.pop(0)
+        return TokenOutput(token_ids=ids, log_probs=[-0.1] * len(ids))
+
+
+async def run_loop(rows, tokenizer, config) -> tuple[float, int, float]:
+    loop_time, turns = 0.0, 0
+    for row in rows:
+        texts = scripted_turns(row["extra_info"])
+        tokenized = [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in texts]
+        agent = CritiqueAgentLoop(
+            trainer_config=DictConfigWrap(config), server_manager=InstantServer(tokenized), tokenizer=tokenizer,
+            processor=None, dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+        )
+        start = time.perf_counter()
+        output = await agent.run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+        loop_time += time.perf_counter() - start
+        turns += len(output.extra_fields["arew_turns"]["label"])
+    return loop_time, turns, output.reward_score
+
+
+def env_steps_per_second(rows) -> tuple[float, float]:
+    async def episode(row):
+        env = make_env(row["extra_info"]["task"], row["extra_info"], row["extra_info"]["seed"])
+        texts = scripted_turns(row["extra_info"])
+        steps = 0
+        start = time.perf_counter()
+        for k, text in enumerate(texts[:-1]):
+            await env.act(text) if k % 2 == 0 else env.update(text)
+            steps += 1
+        env.answer(texts[-1])
+        step_time = time.perf_counter() - start
+        start = time.perf_counter()
+        env.proxies()
+        return steps + 1, step_time, time.perf_counter() - start
+
+    results = [asyncio.run(episode(row)) for row in rows]
+    steps = sum(r[0] for r in results)
+    return steps / sum(r[1] for r in results), statistics.mean(r[2] for r in results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--task", default="pe-g-s2")
+    args = parser.parse_args()
+    rows = build_rows(args.task, args.episodes, 1, 1, seed=0)["train"]
+    tokenizer = build_chat_tokenizer(extra_text=[m["content"] for row in rows[:20] for m in row["prompt"]], vocab_size=4000)
+    config = OmegaConf.create({
+        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 16384, "multi_turn": {}},
+                              "model": {"path": "unused", "tokenizer_path": "unused"}},
+        "data": {"apply_chat_template_kwargs": {}},
+        "arew_agent": {},
+    })
+    loop_time, turns, reward = asyncio.run(run_loop(rows, tokenizer, config))
+    steps_per_s, summary_s = env_steps_per_second(rows)
+    print(f"task {args.task}: {args.episodes} episodes, {turns} turns (last reward {reward})")
+    print(f"agent-loop time per turn (incl. episode summary): {loop_time / turns * 1000:.3f} ms   (target < 1 ms)")
+    print(f"  of which per-episode summary (proxies, Bayesian replay): {summary_s * 1000:.2f} ms per episode")
+    print(f"  loop per turn excluding the summary: {(loop_time - summary_s * args.episodes) / turns * 1000:.3f} ms")
+    print(f"PE environment: {steps_per_s:,.0f} steps/s ({1000 / steps_per_s:.3f} ms per step)")
+
+
+if __name__ == "__main__":
+    main()
