@@ -261,7 +261,6 @@ class CritiqueAgentLoop(AgentLoopBase):
     @staticmethod
     def _episode_info(env: ActiveReasoningEnv, episode: _Episode, final_step: StepResult | None) -> dict[str, float]:
         info: dict[str, float] = {
-            "reward": float(env.reward()),
             "decisions": float(len(episode.labels)),
             "invalid_turns": float(episode.invalid_turns),
             "answered": float(final_step is not None and final_step.valid),
@@ -276,7 +275,7 @@ class CritiqueAgentLoop(AgentLoopBase):
                 info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
         for key, value in env.proxies().items():
             if key == "reward":
-                continue  # recorded above
+                continue  # verl already logs the reward; a second "reward" entry would corrupt its validation table
             if isinstance(value, (list, tuple)):
                 numbers = [float(v) for v in value]
                 info[f"proxy_{key}_mean"] = sum(numbers) / len(numbers) if numbers else 0.0
