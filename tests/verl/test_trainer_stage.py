@@ -122,5 +122,7 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(_compose("algorithm.adv_estimator=grpo"))
     with pytest.raises(ValueError, match="algorithm.arew.lam"):
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=-2"))
+    with pytest.raises(ValueError, match="arew_agent.overflow"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "arew_agent.overflow=cut"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
