@@ -219,3 +219,105 @@ def parse_pair_query(payload: Any, n_items: int, n_attrs: int, subset_size: int)
     else:
         chosen = tuple(range(n_attrs))
     return ParseResult.success(PairQuery(items.value[0], items.value[1], chosen))
+
+
+MAX_QUESTION_CHARS = 300
+_WHITESPACE = re.compile(r"\s+")
+
+
+def parse_question(payload: Any, max_chars: int = MAX_QUESTION_CHARS) -> ParseResult:
+    """A free-text question to a simulated user (MediQ, FloDial), whitespace-normalised.
+
+    It must contain a letter, be at most ``max_chars`` characters after normalisation, and
+    hold only printable characters (so it can be sent to an LLM user as JSON).
+    """
+    problem = _check_text(payload)
+    if problem:
+        return ParseResult.failure(problem)
+    question = _WHITESPACE.sub(" ", payload).strip()
+    if not question:
+        return ParseResult.failure("the question is empty")
+    if len(question) > max_chars:
+        return ParseResult.failure(f"the question is longer than {max_chars} characters")
+    if any(not ch.isprintable() for ch in question) or not _encodable(question):
+        return ParseResult.failure("the question contains unprintable characters")
+    if not any(ch.isalpha() for ch in question):
+        return ParseResult.failure("the question contains no words")
+    return ParseResult.success(question)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+MAX_SELECTION_CHARS = 200
+NONE_WORDS = ("NONE", "UNKNOWN")
+
+
+def parse_selection(text: Any, label: str, allowed: Any, max_count: int) -> ParseResult:
+    """A simulated user's strict one-line reply ``LABEL: 3, 7`` or ``LABEL: NONE``.
+
+    Used on the output of an LLM user (see :mod:`envs.users.llm`). The label and NONE are
+    case-insensitive, one trailing period is tolerated, nothing else is: no prose, no second
+    line. The numbers (1-based, as shown to the user) must be distinct members of
+    ``allowed``, at most ``max_count`` of them. Returns the numbers as a tuple of ints in the
+    order given; NONE (or UNKNOWN) gives the empty tuple.
+    """
+    problem = _check_text(text)
+    if problem:
+        return ParseResult.failure(problem)
+    if not isinstance(label, str) or not label:
+        return ParseResult.failure("no label was given")
+    body = text.strip()
+    if len(body) > MAX_SELECTION_CHARS:
+        return ParseResult.failure(f"the reply is longer than {MAX_SELECTION_CHARS} characters")
+    if "\n" in body or "\r" in body:
+        return ParseResult.failure("the reply must be a single line")
+    head, colon, rest = body.partition(":")
+    if not colon or head.strip().upper() != label.upper():
+        return ParseResult.failure(f"the reply must start with '{label}:'")
+    rest = rest.strip()
+    if rest.endswith("."):
+        rest = rest[:-1].strip()
+    if rest.upper() in NONE_WORDS:
+        return ParseResult.success(())
+    tokens = [token for token in _SEPARATORS.split(rest) if token]
+    if not tokens:
+        return ParseResult.failure("the reply names no number and not NONE")
+    if len(tokens) > max_count:
+        return ParseResult.failure(f"the reply names {len(tokens)} numbers, at most {max_count} are allowed")
+    numbers = []
+    for token in tokens:
+        if not _INTEGER.fullmatch(token):
+            return ParseResult.failure(f"{token[:MAX_TOKEN_CHARS]!r} is not a whole number")
+        numbers.append(int(token))
+    try:
+        permitted = {int(x) for x in allowed}
+    except (TypeError, ValueError):
+        return ParseResult.failure("the allowed numbers are not integers")
+    if any(n not in permitted for n in numbers):
+        return ParseResult.failure(f"the reply names numbers outside the list: {numbers}")
+    if len(set(numbers)) != len(numbers):
+        return ParseResult.failure("the reply repeats a number")
+    return ParseResult.success(tuple(numbers))
+
+
+def chat_completion_text(response: Any) -> ParseResult:
+    """The assistant text of an OpenAI-style chat-completions JSON body (``choices[0].message.content``)."""
+    if not isinstance(response, dict):
+        return ParseResult.failure("the response is not a JSON object")
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ParseResult.failure("the response has no choices")
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        return ParseResult.failure("the response has no message content")
+    problem = _check_text(content)
+    if problem:
+        return ParseResult.failure(problem)
+    return ParseResult.success(content)

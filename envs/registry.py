@@ -7,11 +7,24 @@ from pathlib import Path
 from typing import Any
 
 from envs.base import ActiveReasoningEnv
+from envs.flodial import VARIANTS as FLODIAL_VARIANTS
+from envs.flodial import FloDialEnv
+from envs.flodial.data import write_parquet as write_flodial_parquet
+from envs.mediq import TASK as MEDIQ
+from envs.mediq import MediQEnv
+from envs.mediq.data import write_parquet as write_mediq_parquet
 from envs.preference import VARIANTS, PreferenceEnv
 from envs.preference.data import write_parquet as write_preference_parquet
 
 _FACTORIES: dict[str, Callable[..., ActiveReasoningEnv]] = {name: PreferenceEnv.from_row for name in VARIANTS}
+_FACTORIES[MEDIQ] = MediQEnv.from_row
+_FACTORIES.update({name: FloDialEnv.from_row for name in FLODIAL_VARIANTS})
 TASKS: tuple[str, ...] = tuple(_FACTORIES)
+
+SOURCE_HELP = {
+    MEDIQ: "a MediQ jsonl file (e.g. all_dev_good.jsonl) or its http(s) URL",
+    **{name: "a folder of FloDial flowchart json files (knowledge-sources)" for name in FLODIAL_VARIANTS},
+}
 
 
 def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: Any) -> ActiveReasoningEnv:
@@ -32,4 +45,9 @@ def prepare_task(
     if task_name in VARIANTS:
         if source is not None:
             raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")
-    return write_preference_parquet(task_name, out_dir, n_train, n_val, n_test, seed)
+        return write_preference_parquet(task_name, out_dir, n_train, n_val, n_test, seed)
+    if source is None:
+        raise ValueError(f"task {task_name!r} needs --source: {SOURCE_HELP[task_name]}")
+    if task_name == MEDIQ:
+        return write_mediq_parquet(source, out_dir, n_train, n_val, n_test, seed)
+    return write_flodial_parquet(source, task_name, out_dir, n_train, n_val, n_test, seed)

@@ -1,0 +1,111 @@
+"""No text, however malformed, may raise out of the new parsers, the lexical matcher or the offline user."""
+
+import asyncio
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envs.lexical import coverage_scores, question_key, similarity_scores, terms
+from envs.parsing import MAX_TEXT_CHARS, ParseResult, chat_completion_text, parse_question, parse_selection
+from envs.users import FactRequest, OfflineUser, RowRequest
+
+FRAGMENTS = [
+    "FACTS", "facts", "ROW", "row", ":", "::", "NONE", "none", "Unknown", ",", " ", "\n", "\r", "\t", ".", "..",
+    "0", "1", "2", "3", "10", "-1", "1.5", "1e3", "٣", "，", "\x00", "é", "😀", "\u202e", "\ud800", "?", "<interact>",
+    "</interact>", "fever", "fan", "is", "the", "99999999999", "0" * 40,
+]  # fmt: skip
+FUZZ_TEXT = st.one_of(
+    st.text(max_size=200),
+    st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3)), max_size=40).map("".join),
+)
+ALLOWED = st.lists(st.integers(-2, 12), max_size=8)
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["choices", "message", "content", "x"]), inner, max_size=3),
+    ),
+    max_leaves=10,
+)
+ADVERSARIAL = [
+    None, 12, b"FACTS: 1", ["FACTS: 1"], "", " ", "FACTS", "FACTS:", "FACTS: ,", "FACTS: 1,,2", "FACTS: NONE, 1",
+    "FACTS: 1 2", "FACTS 1", ": 1", "FACTS: +1", "FACTS: 1.0", "FACTS: ١", "FACTS: 1\n", "FACTS: 1\nFACTS: 2",
+    "x" * (MAX_TEXT_CHARS + 1), "FACTS: " + "1, " * 5000, "\ud800", "ROW: 1\r", "FACTS:\u00a01",
+]  # fmt: skip
+
+
+def check(result, shape=None):
+    assert isinstance(result, ParseResult) and result.ok == (result.error is None)
+    if result.ok:
+        if shape:
+            shape(result.value)
+    else:
+        assert isinstance(result.error, str) and result.error and result.value is None
+
+
+def check_question(value):
+    assert isinstance(value, str) and 0 < len(value) <= 300 and value == value.strip()
+    assert any(ch.isalpha() for ch in value) and all(ch.isprintable() for ch in value)
+    value.encode("utf-8")
+
+
+def check_selection(allowed, max_count):
+    def inner(value):
+        assert isinstance(value, tuple) and len(value) <= max_count and len(set(value)) == len(value)
+        assert all(isinstance(n, int) and n in allowed for n in value)
+
+    return inner
+
+
+def run_all(text, allowed=(1, 2, 3), max_count=2):
+    check(parse_question(text), check_question)
+    for label in ("FACTS", "ROW"):
+        check(parse_selection(text, label, allowed, max_count), check_selection(set(allowed), max_count))
+    check(chat_completion_text(text))
+    check(chat_completion_text({"choices": [{"message": {"content": text}}]}), lambda v: isinstance(v, str))
+    for scores in (
+        coverage_scores(text, ["a fever", "b", text if isinstance(text, str) else ""]),
+        similarity_scores(text, ["x y", "fan?"]),
+    ):
+        assert all(isinstance(s, float) and math.isfinite(s) and 0.0 <= s <= 1.0 + 1e-9 for s in scores)
+    terms(text)
+    question_key(text)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FUZZ_TEXT, ALLOWED, st.integers(0, 3))
+def test_parsers_and_matchers_never_raise(text, allowed, max_count):
+    run_all(text, tuple(allowed), max_count)
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL)
+def test_adversarial_inputs(text):
+    run_all(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSONISH)
+def test_chat_completion_text_on_any_json(obj):
+    check(chat_completion_text(obj), lambda v: isinstance(v, str))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FUZZ_TEXT, st.lists(st.text(max_size=60), max_size=6), st.integers(0, 3))
+def test_offline_user_never_raises_and_stays_in_range(question, passages, max_facts):
+    user = OfflineUser()
+    facts = tuple(passages)
+    candidates = tuple(range(0, len(facts), 2)) + (len(facts) + 3, -1)
+    reply = asyncio.run(user.reply(FactRequest(question, facts, candidates, max_facts)))
+    assert set(reply.ids) <= set(range(0, len(facts), 2)) and len(reply.ids) <= max_facts
+    reply = asyncio.run(user.reply(RowRequest(question, facts)))
+    assert len(reply.ids) <= 1 and all(0 <= i < len(facts) for i in reply.ids)
+
+
+def test_selection_examples():
+    assert parse_selection(" facts :  3 , 1 .", "FACTS", (1, 3), 2).value == (3, 1)
+    assert parse_selection("ROW: Unknown", "ROW", (1,), 1).value == ()
+    assert not parse_selection("ROW: 1, 2", "ROW", (1, 2), 1).ok
+    assert not parse_selection("FACTS: 4", "FACTS", (1, 3), 2).ok
+    assert parse_question("  Do you\nsmoke?  ").value == "Do you smoke?"

@@ -1,0 +1,265 @@
+"""The LLM user against a real HTTP server on 127.0.0.1 (aiohttp, in-process): scripted, malformed,
+slow and failing answers, refused connections; retries, fallbacks and counters; whole episodes."""
+
+import asyncio
+import json
+import socket
+
+import pytest
+from aiohttp import web
+
+from envs.flodial import FloDialEnv
+from envs.mediq import MediQEnv
+from envs.users import PROCESS_STATS, FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest, make_user
+from envs.users.prompts import messages
+
+FACTS = ("Patient is a 30-year-old woman.", "She has had a fever for three days.", "She smokes one pack a day.")
+FACT_REQUEST = FactRequest("Do you have a fever?", FACTS, (1, 2), 2)
+ROW_REQUEST = RowRequest("Is the fan spinning?", ("Is the fan spinning?", "Is the vent blocked?"), "Hot laptop.")
+
+
+def completion(text):
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+
+
+class FakeServer:
+    """Answers POST /v1/chat/completions with ``script(n, body)`` for the n-th request (0-based):
+    a string (the reply text), an int (an HTTP status), ("sleep", seconds, text), ("raw", bytes),
+    or ("json", object)."""
+
+    def __init__(self, script):
+        self.script = script
+        self.bodies = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def handle(self, request):
+        body = await request.json()
+        n = len(self.bodies)
+        self.bodies.append(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            action = self.script(n, body)
+            if isinstance(action, tuple) and action[0] == "sleep":
+                await asyncio.sleep(action[1])
+                action = action[2]
+            if isinstance(action, int):
+                return web.Response(status=action, text="error")
+            if isinstance(action, tuple) and action[0] == "raw":
+                return web.Response(body=action[1], content_type="application/json")
+            if isinstance(action, tuple) and action[0] == "json":
+                return web.json_response(action[1])
+            return web.json_response(completion(action))
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+async def serve():
+    runners = []
+
+    async def start(script):
+        server = FakeServer(script)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", server.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = site._server.sockets[0].getsockname()[1]
+        return server, f"http://127.0.0.1:{port}/v1"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def user(url, **kw):
+    kw.setdefault("backoff", 0.0)
+    kw.setdefault("timeout", 2.0)
+    return LLMUser(LLMUserConfig(url=url, **kw))
+
+
+async def test_scripted_answers_and_request_shape(serve):
+    server, url = await serve(lambda n, body: ["FACTS: 2", "facts: 3, 2.", "FACTS: NONE", "ROW: 1", "ROW: none"][n])
+    u = user(url, model="m-14b", max_tokens=16)
+    assert (await u.reply(FACT_REQUEST)).ids == (1,)
+    assert (await u.reply(FACT_REQUEST)).ids == (2, 1)
+    none = await u.reply(FACT_REQUEST)
+    assert none.ids == () and none.unknown and none.source == "llm"
+    assert (await u.reply(ROW_REQUEST)).ids == (0,)
+    assert (await u.reply(ROW_REQUEST)).ids == ()
+    body = server.bodies[0]
+    assert body["model"] == "m-14b" and body["temperature"] == 0.0 and body["max_tokens"] == 16
+    assert body["messages"] == messages(FACT_REQUEST)
+    prompt = body["messages"][1]["content"]
+    assert "2. She has had a fever" in prompt and "1. Patient is" not in prompt  # only open facts are offered
+    assert "FACTS: NONE" in body["messages"][0]["content"]
+    assert "ROW: NONE" in server.bodies[3]["messages"][0]["content"]
+    assert u.stats.calls == 5 and u.stats.requests == 5 and u.stats.fallbacks == 0 and u.stats.retries == 0
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Sure! FACTS: 2",
+        "FACTS: 2\nbecause the fever",
+        "FACTS: 1",  # not offered (already revealed)
+        "FACTS: 9",
+        "FACTS: 2, 3, 2",
+        "FACTS:",
+        "ROW: 1",
+        "",
+        ("raw", b"not json"),
+        ("json", {"choices": []}),
+        ("json", {"error": "x"}),
+        ("json", [1, 2]),
+    ],
+)
+async def test_malformed_answers_fall_back_without_retry(serve, reply):
+    server, url = await serve(lambda n, body: reply)
+    u = user(url, max_retries=3)
+    before = PROCESS_STATS.fallbacks
+    out = await u.reply(FACT_REQUEST)
+    assert out.source == "fallback" and out.ids == (1,) and out.error  # the offline answer: the fever fact
+    assert (u.stats.parse_failures, u.stats.fallbacks, u.stats.retries, len(server.bodies)) == (1, 1, 0, 1)
+    assert PROCESS_STATS.fallbacks == before + 1
+
+
+async def test_too_many_facts_is_a_parse_failure(serve):
+    _, url = await serve(lambda n, body: "FACTS: 2, 3")
+    out = await user(url).reply(FactRequest("q?", FACTS, (0, 1, 2), max_facts=1))
+    assert out.source == "fallback"
+
+
+async def test_fallback_unknown_option(serve):
+    _, url = await serve(lambda n, body: "garbage")
+    out = await user(url, fallback="unknown").reply(FACT_REQUEST)
+    assert out.source == "fallback" and out.ids == ()
+
+
+async def test_slow_server_times_out_retries_then_falls_back(serve):
+    server, url = await serve(lambda n, body: ("sleep", 0.5, "FACTS: 2"))
+    u = user(url, timeout=0.15, max_retries=2)
+    out = await u.reply(FACT_REQUEST)
+    assert out.source == "fallback" and "timed out" in out.error and out.ids == (1,)
+    assert (u.stats.timeouts, u.stats.retries, u.stats.requests, u.stats.fallbacks) == (3, 2, 3, 1)
+
+
+async def test_slow_first_answer_then_fast_recovers_by_retry(serve):
+    server, url = await serve(lambda n, body: ("sleep", 0.5, "FACTS: 3") if n == 0 else "FACTS: 3")
+    u = user(url, timeout=0.15, max_retries=1)
+    out = await u.reply(FACT_REQUEST)
+    assert (
+        out.source == "llm" and out.ids == (2,) and (u.stats.timeouts, u.stats.retries, u.stats.fallbacks) == (1, 1, 0)
+    )
+
+
+async def test_refused_connection_retries_then_falls_back():
+    u = user(f"http://127.0.0.1:{free_port()}/v1", max_retries=2, backoff=0.01)
+    out = await u.reply(ROW_REQUEST)
+    assert out.source == "fallback" and "connection failed" in out.error and out.ids == (0,)
+    assert (u.stats.connection_errors, u.stats.retries, u.stats.requests, u.stats.fallbacks) == (3, 2, 3, 1)
+
+
+async def test_http_500_is_retried_and_can_recover(serve):
+    server, url = await serve(lambda n, body: 500 if n < 2 else "ROW: 2")
+    u = user(url, max_retries=2)
+    out = await u.reply(ROW_REQUEST)
+    assert (
+        out.source == "llm"
+        and out.ids == (1,)
+        and (u.stats.http_errors, u.stats.retries, u.stats.fallbacks) == (2, 2, 0)
+    )
+
+
+async def test_http_500_forever_and_400_fall_back(serve):
+    _, url = await serve(lambda n, body: 503)
+    u = user(url, max_retries=1)
+    assert (await u.reply(ROW_REQUEST)).source == "fallback" and (u.stats.http_errors, u.stats.retries) == (2, 1)
+    server, url = await serve(lambda n, body: 400)
+    u = user(url, max_retries=3)
+    out = await u.reply(ROW_REQUEST)
+    assert out.source == "fallback" and "HTTP 400" in out.error and u.stats.retries == 0 and len(server.bodies) == 1
+
+
+async def test_shared_semaphore_bounds_requests_in_flight(serve):
+    server, url = await serve(lambda n, body: ("sleep", 0.05, "FACTS: 2"))
+    users = [user(url, concurrency=2) for _ in range(8)]  # separate users, one endpoint: one shared limit
+    replies = await asyncio.gather(*(u.reply(FACT_REQUEST) for u in users))
+    assert all(r.source == "llm" for r in replies) and server.max_in_flight == 2
+
+
+async def test_no_request_when_nothing_can_be_named(serve):
+    server, url = await serve(lambda n, body: "FACTS: 1")
+    out = await user(url).reply(FactRequest("q?", FACTS, (), 2))
+    assert out.ids == () and server.bodies == []
+
+
+def test_config_validation_and_make_user_options():
+    u = make_user(user="llm", user_url="http://h:1/v1/chat/completions", user_max_retries=0, user_backoff=1)
+    assert isinstance(u, LLMUser) and u.config.endpoint == "http://h:1/v1/chat/completions"
+    assert u.config.backoff == 1.0 and u.config.max_retries == 0
+    assert make_user(user="llm").config.endpoint == "http://127.0.0.1:8000/v1/chat/completions"
+    assert isinstance(make_user(user="offline", user_url="http://h/v1"), OfflineUser)
+    for bad in ({"user_fallback": "maybe"}, {"user_timeout": 0}, {"user_url": "ftp://x"}, {"user_concurrency": 0}):
+        with pytest.raises(ValueError):
+            make_user(user="llm", **bad)
+    with pytest.raises(TypeError):
+        make_user(user="llm", user_temprature=0.5)
+
+
+def episode_script(n, body):
+    """Every failure mode in turn, then good answers; MediQ and FloDial requests are told apart by the label."""
+    system = body["messages"][0]["content"]
+    label = "FACTS" if "FACTS" in system else "ROW"
+    return [("sleep", 0.5, f"{label}: 1"), 500, "I think it is row 2", ("raw", b"{"), f"{label}: 2"][n % 5]
+
+
+async def test_whole_episodes_survive_a_flaky_server(serve):
+    server, url = await serve(episode_script)
+    options = dict(user="llm", user_url=url, user_timeout=0.2, user_max_retries=1, user_backoff=0.0)
+    mediq = MediQEnv.from_row(
+        {
+            "initial_info": "A 30-year-old woman.",
+            "question": "Diagnosis?",
+            "options": ["a", "b", "c", "d"],
+            "answer_idx": 1,
+            "facts": list(FACTS),
+            "known_fact_ids": [0],
+            "max_turns": 4,
+        },
+        0,
+        **options,
+    )
+    flodial = FloDialEnv.from_row(
+        {
+            "problem": "Hot laptop.",
+            "candidates": ["a", "b", "c", "d", "e"],
+            "gold_idx": 0,
+            "table_questions": list(ROW_REQUEST.rows),
+            "table_answers": ["Yes", "No"],
+            "max_turns": 4,
+        },
+        0,
+        **options,
+    )
+    for env, n in ((mediq, 4), (flodial, 5)):
+        for _turn in range(env.max_turns):
+            step = await env.act("<interact>Do you have a fever or is the fan spinning?</interact>")
+            assert step.valid and step.info["user_source"] in ("llm", "fallback", "none")
+            env.update("<interact>" + ", ".join(["0.2"] * n) + "</interact>")
+        assert env.answer("<answer>" + ", ".join(["0.2"] * (n - 1) + ["0.3"]) + "</answer>").done
+        p = env.proxies()
+        assert p["user_calls"] >= 1 and p["user_fallbacks"] >= 1 and p["user_requests"] >= p["user_calls"]
+        assert p["user_timeouts"] + p["user_http_errors"] + p["user_parse_failures"] >= 1
+        assert all(isinstance(v, float) for k, v in p.items() if k not in ("as", "bt"))
+    json.dumps(mediq.proxies())
