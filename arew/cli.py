@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     prepare = commands.add_parser("prepare", help="write verl-format train/validation/test parquet for a task")
-    prepare.add_argument("task", help="task name, e.g. pe-g-s2, pe-g-s3, pe-f-d6, pe-f-d8")
+    prepare.add_argument("task", help="pe-g-s2, pe-g-s3, pe-f-d6, pe-f-d8 (synthetic), mediq, flodial-easy, flodial-hard (need --source)")
     prepare.add_argument("--out", required=True, help="output folder")
     prepare.add_argument("--n-train", type=int, default=2048)
     prepare.add_argument("--n-val", type=int, default=128)

@@ -3,6 +3,7 @@
 import itertools
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from verl.utils.config import validate_config
 from arew.verl_plugin.trainer import validate_arew_setup
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ["pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8"]
+TASKS = ["pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard"]
+LAMBDAS = {"pe-g": 0.2, "pe-f": 1.0, "medi": 1.0, "flod": 0.5}
 ALGOS = ["ppo", "grpo", "gspo"]
 VARIANTS = {"vanilla": "off", "as_only": "as", "as_bt": "as+bt"}
 
@@ -33,9 +35,13 @@ def test_recipe_composes_with_paper_settings(task, algo, variant, tiny_model_dir
     assert cfg.algorithm.arew.channels == VARIANTS[variant]
     assert cfg.data.train_files == f"data/{task}/train.parquet"
     assert cfg.trainer.experiment_name == f"{task}-{variant}"
-    assert actor.optim.lr == 1e-6 and actor.ppo_mini_batch_size == 128 and cfg.data.train_batch_size == 512
-    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "arew_agent"
-    assert cfg.algorithm.arew.lam == (0.2 if task.startswith("pe-g") else 1.0)
+    assert actor.optim.lr == 1e-6 and cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "arew_agent"
+    assert cfg.algorithm.arew.lam == LAMBDAS[task[:4]] and cfg.algorithm.arew.weighting == "minority_fixed"
+    if task.startswith("pe"):
+        assert actor.ppo_mini_batch_size == 128 and cfg.data.train_batch_size == 512
+    else:  # one GPU serves the simulated user, seven train
+        assert cfg.trainer.n_gpus_per_node == 7 and cfg.data.train_batch_size % 7 == 0 and actor.ppo_mini_batch_size % 7 == 0
+        assert cfg.arew_agent.env_options.user == "llm"
     if algo == "ppo":
         assert cfg.algorithm.adv_estimator == "arew_gae" and cfg.critic.enable and cfg.critic.optim.lr == 1e-5
         assert cfg.actor_rollout_ref.rollout.n == 1 and cfg.trainer.total_training_steps == 200
@@ -76,3 +82,62 @@ def test_train_script_prepares_data_and_calls_verl(tmp_path):
     args = (tmp_path / "args").read_text().split()
     assert args[:2] == ["-m", "verl.trainer.main_ppo"]
     assert args[-4:] == ["task=pe-f-d6", "algo=gspo", "variant=as_only", "trainer.total_training_steps=3"]
+
+
+def test_train_script_starts_the_user_server_for_mediq(tmp_path):
+    """MediQ: data from the given jsonl, a healthy user server started first, its URL handed to training."""
+    import json
+    import sys
+
+    cases = [
+        {
+            "id": i, "question": "Which diagnosis is most likely?",
+            "context": [f"A {20 + i}-year-old man has a cough.", "He smokes."],
+            "options": {"A": "Asthma", "B": "Pneumonia", "C": "Bronchitis", "D": "Tuberculosis"},
+            "answer": "Pneumonia", "answer_idx": "B",
+            "facts": [f"Patient is a {20 + i}-year-old man.", "He has a fever.", "He has night sweats.", "His sputum is rusty."],
+        }
+        for i in range(12)
+    ]
+    source = tmp_path / "mediq.jsonl"
+    source.write_text("\n".join(json.dumps(c) for c in cases))
+    fake_bin, www = tmp_path / "bin", tmp_path / "www"
+    fake_bin.mkdir()
+    www.mkdir()
+    (www / "health").write_text("ok")
+    (fake_bin / "python").write_text('#!/usr/bin/env bash\necho "AREW_USER_URL=$AREW_USER_URL GPUS=$CUDA_VISIBLE_DEVICES $@" > "$AREW_TEST_ARGS"\n')
+    (fake_bin / "python").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}:{os.environ['PATH']}",
+        "AREW_DATA_DIR": str(tmp_path / "data"),
+        "AREW_RUN_DIR": str(tmp_path / "runs"),
+        "AREW_TEST_ARGS": str(tmp_path / "args"),
+        "AREW_MEDIQ_SOURCE": str(source),
+        "AREW_PREPARE_ARGS": "--n-train 6 --n-val 2 --n-test 2",
+        "AREW_USER_PORT": "18931",
+        "AREW_USER_SERVER_CMD": f"{sys.executable} -m http.server $PORT --bind 127.0.0.1 --directory {www}",
+    }
+    env.pop("AREW_USER_URL", None)
+    result = subprocess.run(
+        ["bash", str(ROOT / "recipes" / "train.sh"), "mediq", "grpo", "as_bt"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "data" / "mediq" / "train.parquet").exists()
+    args = (tmp_path / "args").read_text()
+    assert ":18931/v1" in args.split()[0] and "GPUS=0,1,2,3,4,5,6" in args
+    assert "task=mediq" in args
+    pid = int((tmp_path / "runs" / "user_server" / "server.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:  # the recipe stops the server it started
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())

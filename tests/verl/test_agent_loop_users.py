@@ -1,0 +1,108 @@
+"""arew_agent end to end on MediQ and FloDial with the offline users (no server, no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from arew.core import RECORDS_KEY, collect_segments
+from arew.verl_plugin.agent_loop import CritiqueAgentLoop
+from envs.registry import make_env
+
+MEDIQ = {
+    "task": "mediq", "split": "train", "index": 0, "seed": 11, "max_turns": 8,
+    "initial_info": "A 34-year-old woman comes to the clinic.",
+    "question": "Which of the following is the most likely diagnosis?",
+    "options": ["Migraine", "Influenza", "Appendicitis", "Asthma"],
+    "answer_idx": 1,
+    "facts": ["Patient is a 34-year-old woman.", "She has a fever of 39 C since two days.",
+              "She reports muscle aches all over her body.", "Her lungs are clear on auscultation."],
+    "known_fact_ids": [0],
+}
+FLODIAL = {
+    "task": "flodial-easy", "split": "train", "index": 0, "seed": 5, "max_turns": 10,
+    "problem": "Your laptop is overheating.",
+    "candidates": ["The fan is broken.", "The thermal paste has dried out.", "Dust blocks the air vents.",
+                   "A background program overloads the processor.", "The battery is failing."],
+    "gold_idx": 2,
+    "table_questions": ["Is the fan spinning?", "Is the air vent blocked by dust?"],
+    "table_answers": ["Yes", "Yes"],
+}
+
+
+class ScriptedServer:
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.prompts.append(self.tokenizer.decode(prompt_ids))
+        ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.2] * len(ids))
+
+
+def _loop(tokenizer, server):
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 8192, "multi_turn": {}},
+                                  "model": {"path": "unused", "tokenizer_path": "unused"}},
+            "data": {"apply_chat_template_kwargs": {}},
+            "arew_agent": {"max_tokens_per_turn": 256, "env_options": {"user": "offline"}},
+        }
+    )
+    return CritiqueAgentLoop(
+        trainer_config=DictConfigWrap(config), server_manager=server, tokenizer=tokenizer, processor=None,
+        dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data),
+    )
+
+
+async def test_mediq_counterfactual_update_comes_from_the_pre_feedback_context(chat_tokenizer):
+    env = make_env("mediq", MEDIQ, MEDIQ["seed"])
+    texts = [
+        "<interact>Do you have a fever?</interact>",     # action: the patient reveals the fever
+        "<interact>0.1, 0.2, 0.1, 0.1</interact>",       # counterfactual update (feedback replaced by Unknown)
+        "<interact>0.1, 0.8, 0.1, 0.1</interact>",       # real update: moves more than the counterfactual
+        "<answer>0.1, 0.8, 0.1, 0.1</answer>",
+    ]
+    server = ScriptedServer(chat_tokenizer, texts)
+    output = await _loop(chat_tokenizer, server).run({}, raw_prompt=env.initial_messages(), extra_info=MEDIQ)
+    record = output.extra_fields[RECORDS_KEY]
+    info = output.extra_fields["reward_extra_info"]
+    assert record["channel"] == ["as", "bt", "bt"] and record["label"][:2] == [1, 1]
+    assert info["counterfactual_generations"] == 1.0 and output.reward_score == 1.0
+    # the counterfactual prompt ends with the Unknown feedback right after the question, without the real answer
+    cf_prompt = server.prompts[1]
+    assert cf_prompt.rstrip().endswith("<|im_start|>assistant")
+    assert "Unknown" in cf_prompt.split("Do you have a fever?")[-1] and "39 C" not in cf_prompt.split("Do you have a fever?")[-1]
+    # and it is not part of the trajectory: the real update follows the real feedback
+    assert "39 C" in server.prompts[2].split("Do you have a fever?")[-1]
+    assert sum(output.response_mask) == sum(
+        len(chat_tokenizer.encode(t, add_special_tokens=False)) + 1 for i, t in enumerate(texts) if i != 1
+    )
+    collect_segments([record], [len(output.response_ids)])
+
+
+async def test_flodial_episode_with_offline_user(chat_tokenizer):
+    env = make_env("flodial-easy", FLODIAL, FLODIAL["seed"])
+    texts = [
+        "<interact>Is the air vent blocked by dust?</interact>",  # a table row: Yes -> AS +1
+        "<interact>0.1, 0.1, 0.6, 0.1, 0.1</interact>",           # gold score rose -> BT +1
+        "<interact>Is the screen cracked?</interact>",            # no row: Unknown -> AS -1
+        "<interact>0.1, 0.1, 0.6, 0.1, 0.1</interact>",           # unchanged after Unknown -> BT +1
+        "<answer>0.1, 0.1, 0.6, 0.1, 0.1</answer>",
+    ]
+    output = await _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, texts)).run(
+        {}, raw_prompt=env.initial_messages(), extra_info=FLODIAL
+    )
+    record = output.extra_fields[RECORDS_KEY]
+    assert record["channel"][:4] == ["as", "bt", "as", "bt"]
+    assert record["label"][:4] == [1, 1, -1, 1]
+    assert output.reward_score == 1.0
+    assert output.extra_fields["reward_extra_info"]["proxy_user_fallbacks"] == 0.0
+
+
+def test_unknown_task_in_a_row_fails_clearly(chat_tokenizer):
+    with pytest.raises(KeyError, match="unknown task 'nope'"):
+        make_env("nope", {"task": "nope"}, 0)
