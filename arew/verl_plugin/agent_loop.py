@@ -31,6 +31,7 @@ from typing import Any
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
 from envs.base import ActiveReasoningEnv, StepResult
@@ -57,6 +58,15 @@ class AgentLoopSettings:
     overflow: str = "answer_now"
     stop: tuple[str, ...] = ("</interact>", "</answer>")
     env_options: dict[str, Any] = field(default_factory=dict)
+
+    def check_budget(self, response_length: int, prefix: str = "arew_agent") -> None:
+        """One round, its feedback and a final answer must fit in an empty response."""
+        needed = 2 * self.max_tokens_per_turn + self.feedback_reserve_tokens
+        if response_length < needed:
+            raise ValueError(
+                f"{prefix}: rollout.response_length={response_length} cannot hold one round, its feedback and the "
+                f"answer (2 * max_tokens_per_turn + feedback_reserve_tokens = {needed}); raise data.max_response_length"
+            )
 
     @classmethod
     def from_config(cls, raw, prefix: str = "arew_agent") -> AgentLoopSettings:
@@ -111,6 +121,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
         self.settings = AgentLoopSettings.from_config(self.config.get("arew_agent"))
+        self.settings.check_budget(self.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -160,7 +171,8 @@ class CritiqueAgentLoop(AgentLoopBase):
                 if payload_kind(text) == "answer":
                     return self._record(episode, env.answer(text))
                 if round_kind == "act":
-                    step = await env.act(text)
+                    with simple_timer("tool_calls", metrics):  # verl's name for time spent in the environment
+                        step = await env.act(text)
                     cf_feedback = env.counterfactual_feedback()
                     counterfactual = None
                     if cf_feedback is not None:
@@ -210,9 +222,10 @@ class CritiqueAgentLoop(AgentLoopBase):
             "max_tokens": min(self.settings.max_tokens_per_turn, self._remaining(episode)),
             "stop": list(self.settings.stop),
         }
-        output = await self.server_manager.generate(
-            request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
-        )
+        with simple_timer("generate_sequences", metrics):
+            output = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
+            )
         episode.generation_calls += 1
         if output.num_preempted is not None:
             metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) + output.num_preempted

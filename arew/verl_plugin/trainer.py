@@ -18,7 +18,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
-from arew.verl_plugin.agent_loop import EPISODE_INFO_KEY, AgentLoopSettings
+from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, AgentLoopSettings
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,10 @@ def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
     algorithm = config.algorithm
     parse_config(algorithm.get("arew"))
-    AgentLoopSettings.from_config(config.get("arew_agent"))
+    settings = AgentLoopSettings.from_config(config.get("arew_agent"))
+    rollout = config.actor_rollout_ref.rollout
+    if rollout.get("agent", {}).get("default_agent_loop") == AGENT_NAME:
+        settings.check_budget(rollout.response_length)
     estimator = algorithm.adv_estimator
     base = base_estimator_name(estimator)
     if base is None:

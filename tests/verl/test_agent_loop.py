@@ -151,6 +151,7 @@ async def test_scripted_episode_records_spans_masks_labels_and_reward(chat_token
     # the loop asked the engine to stop at the closing tags and capped each turn
     assert all(c["sampling_params"]["stop"] == ["</interact>", "</answer>"] for c in server.calls)
     assert all(c["sampling_params"]["max_tokens"] <= 128 for c in server.calls)
+    assert output.metrics.generate_sequences > 0 and output.metrics.tool_calls > 0
 
 
 async def test_full_episode_announces_the_final_turn(chat_tokenizer, row):
@@ -205,6 +206,8 @@ def test_settings_validation_names_the_key(chat_tokenizer):
         _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config(overflow="cut"))
     with pytest.raises(ValueError, match="arew_agent.max_tokens_per_turn"):
         _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config(max_tokens_per_turn=0))
+    with pytest.raises(ValueError, match="rollout.response_length=300 cannot hold one round"):
+        _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config(response_length=300))
 
 
 async def test_tiny_random_model_garbage_never_crashes_the_episode(chat_tokenizer, tiny_model, row):

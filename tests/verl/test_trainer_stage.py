@@ -124,5 +124,9 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=-2"))
     with pytest.raises(ValueError, match="arew_agent.overflow"):
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "arew_agent.overflow=cut"))
+    with pytest.raises(ValueError, match="rollout.response_length=512 cannot hold one round"):
+        validate_arew_setup(
+            _compose("algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.agent.default_agent_loop=arew_agent")
+        )
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
