@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from envs import parsing, scoring
-from envs.base import ActiveReasoningEnv, Channel, StepResult
+from envs.base import StepResult
+from envs.episode import ChoiceEpisode
 from envs.flodial import prompts
 from envs.users import RowRequest, SimulatedUser, make_user, split_user_options
 
@@ -43,7 +44,11 @@ ANSWER_WORDS = ("Yes", "No")
 AS_CRITIQUE = {"Yes": 1, "No": 0, "Unknown": -1}
 
 
-class FloDialEnv(ActiveReasoningEnv):
+class FloDialEnv(ChoiceEpisode):
+    prompts = prompts
+    INVALID_FINAL = "Your final answer was invalid because {}. The session is over."
+    INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
+
     def __init__(
         self,
         problem: str,
@@ -62,28 +67,17 @@ class FloDialEnv(ActiveReasoningEnv):
         self.n = len(self.candidates)
         if self.n < 2 or not 0 <= int(gold_idx) < self.n:
             raise ValueError("FloDial needs at least two candidates and a gold index among them")
-        self.gold = int(gold_idx)
         self.table_questions = tuple(str(q) for q in table_questions)
         self.table_answers = tuple(str(a).strip().capitalize() for a in table_answers)
         if len(self.table_questions) != len(self.table_answers) or set(self.table_answers) - set(ANSWER_WORDS):
             raise ValueError("the reference table needs one Yes/No answer per question")
-        self.max_turns = int(max_turns)
         self.seed = int(seed)
         self.user = user if user is not None else make_user()
         self.feedback_ablation = bool(feedback_ablation)
         self.bt_saturation = bool(bt_saturation)
-
-        self._phase = "act"
-        self._turn = 0
+        super().__init__(max_turns, self.n, gold_idx)
         self._asked_rows: set[int] = set()
-        self._pending = "Unknown"
-        self._belief = np.full(self.n, 1.0 / self.n)
-        self._first_guess: np.ndarray | None = None
-        self._final: np.ndarray | None = None
-        self._as: list[int] = []
-        self._bt: list[float] = []
         self._counts = {"Yes": 0, "No": 0, "Unknown": 0}
-        self._n_invalid = 0
         self._n_repeats = 0
         self._informative_updates = 0
         self._informative_rises = 0
@@ -104,46 +98,22 @@ class FloDialEnv(ActiveReasoningEnv):
         )
 
     @property
-    def phase(self) -> str:
-        """Which call the episode expects next: "act", "update", "answer" or "done"."""
-        return self._phase
-
-    @property
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.n, self.max_turns)
 
-    def initial_messages(self) -> list[dict[str, str]]:
-        task = prompts.task_text(self.problem, self.candidates)
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": task + "\n\n" + prompts.query_instruction(0, self.max_turns)},
-        ]
+    def _opening(self) -> str:
+        return prompts.task_text(self.problem, self.candidates)
 
-    def final_turn_notice(self) -> str:
-        return prompts.final_turn_notice()
+    def _update_instruction(self) -> str:
+        return prompts.update_instruction(self.n)
 
-    def _expect(self, *phases: str) -> None:
-        if self._phase not in phases:
-            raise RuntimeError(f"episode expects {self._phase!r} next, not {phases[0]!r}")
+    def _answer_instruction(self) -> str:
+        return prompts.answer_instruction(self.n)
 
     async def act(self, text: str) -> StepResult:
-        self._expect("act")
-        self._turn += 1
-        self._phase = "update"
-        payload = parsing.extract_payload(text, "interact")
-        query = payload if not payload.ok else parsing.parse_question(payload.value)
+        query = self._open_turn(text, parsing.parse_question)
         if not query.ok:
-            self._n_invalid += 1
-            self._pending = "Unknown"
-            self._as.append(0)
-            feedback = f"Your question was invalid because {query.error}. The user did not answer."
-            return StepResult(
-                feedback=feedback + "\n" + prompts.update_instruction(self.n),
-                critique=-1,
-                channel=Channel.AS,
-                valid=False,
-                info={"turn": self._turn, "error": query.error, "as_proxy": 0},
-            )
+            return self._invalid_question(query.error)
         question: str = query.value
         reply = await self.user.reply(RowRequest(question, self.table_questions, self.problem))
         row = next((i for i in reply.ids if 0 <= i < len(self.table_questions)), None)
@@ -155,127 +125,45 @@ class FloDialEnv(ActiveReasoningEnv):
             self._asked_rows.add(row)
         self._n_repeats += int(repeat)
         self._counts[word] += 1
-        self._pending = word
-        self._as.append(int(word != "Unknown"))
         shown = "Unknown" if self.feedback_ablation else word
-        return StepResult(
-            feedback=prompts.user_answer(shown) + "\n" + prompts.update_instruction(self.n),
-            critique=AS_CRITIQUE[word],
-            channel=Channel.AS,
-            valid=True,
-            info={
-                "turn": self._turn,
-                "question": question,
-                "row": None if row is None else row + 1,
-                "user_answer": word,
-                "repeat": repeat,
-                "user_source": reply.source,
-                "user_error": reply.error,
-                "as_proxy": int(word != "Unknown"),
-            },
+        return self._action_step(
+            prompts.user_answer(shown),
+            AS_CRITIQUE[word],
+            int(word != "Unknown"),
+            word != "Unknown",
+            question=question,
+            row=None if row is None else row + 1,
+            user_answer=word,
+            repeat=repeat,
+            user_source=reply.source,
+            user_error=reply.error,
         )
 
-    def _score_update(self, text: str, tag: str, judge: bool) -> tuple[parsing.ParseResult, int, float, str]:
-        """Parse a belief and, with ``judge``, score it as the update of the current turn."""
-        payload = parsing.extract_payload(text, tag)
-        guess = payload if not payload.ok else parsing.parse_vector(payload.value, self.n)
-        if not guess.ok:
-            self._n_invalid += 1
-            return guess, -1, 0.0, "invalid"
-        w = np.asarray(guess.value, dtype=float)
+    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+        return float(w[self.gold] - prev[self.gold])
+
+    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
         prev = self._belief
-        delta = float(w[self.gold] - prev[self.gold])
-        if not judge:
-            critique, rule = 0, "final"
-        elif self._pending == "Unknown":
-            critique, rule = (1 if scoring.same(w, prev) else -1), "invariance"
-        else:
-            rose = delta > scoring.EQUAL_TOL
-            saturated = self.bt_saturation and min(w[self.gold], prev[self.gold]) >= 1.0 - scoring.EQUAL_TOL
-            critique, rule = (1 if rose or saturated else -1), "gold_rise"
-            self._informative_updates += 1
-            self._informative_rises += int(rose)
-        self._belief = w
-        if self._first_guess is None:
-            self._first_guess = w
-        return guess, critique, delta, rule
-
-    def update(self, text: str, counterfactual: str | None = None) -> StepResult:
-        self._expect("update")
-        guess, critique, delta, rule = self._score_update(text, "interact", judge=True)
-        self._bt.append(delta)
-        self._pending = "Unknown"
-        self._phase = "act" if self._turn < self.max_turns else "answer"
-        follow = (
-            prompts.query_instruction(self._turn, self.max_turns)
-            if self._phase == "act"
-            else prompts.answer_instruction(self.n)
-        )
-        head = (
-            "Scores recorded."
-            if guess.ok
-            else f"Your scores were invalid because {guess.error}. Your previous valid scores are kept."
-        )
-        return StepResult(
-            feedback=head + "\n" + follow,
-            critique=critique,
-            channel=Channel.BT,
-            valid=guess.ok,
-            info={"turn": self._turn, "error": guess.error, "bt_proxy": delta, "bt_rule": rule},
-        )
-
-    def answer(self, text: str) -> StepResult:
-        self._expect("act", "update", "answer")
-        replaces_update = self._phase == "update"
-        guess, critique, delta, rule = self._score_update(text, "answer", judge=replaces_update)
-        if replaces_update:
-            self._bt.append(delta)
-        self._phase = "done"
-        if guess.ok:
-            self._final = np.asarray(guess.value, dtype=float)
-            feedback = "Final answer recorded."
-        else:
-            feedback = f"Your final answer was invalid because {guess.error}. The session is over."
-        return StepResult(
-            feedback=feedback,
-            critique=critique,
-            channel=Channel.BT,
-            valid=guess.ok,
-            done=True,
-            info={"turn": self._turn, "error": guess.error, "reward": self.reward(), "bt_rule": rule},
-        )
-
-    def reward(self) -> float:
-        if self._final is None:
-            return 0.0
-        return float(scoring.unique_argmax(self._final) == self.gold)
+        if not self._informative:
+            return (1 if scoring.same(w, prev) else -1), "invariance"
+        rose = delta > scoring.EQUAL_TOL
+        saturated = self.bt_saturation and min(w[self.gold], prev[self.gold]) >= 1.0 - scoring.EQUAL_TOL
+        self._informative_updates += 1
+        self._informative_rises += int(rose)
+        return (1 if rose or saturated else -1), "gold_rise"
 
     def proxies(self) -> dict[str, Any]:
-        bt = np.asarray(self._bt, dtype=float)
-        first_correct = self._first_guess is not None and scoring.unique_argmax(self._first_guess) == self.gold
-        consistent = (
-            self._final is not None
-            and self._first_guess is not None
-            and scoring.unique_argmax(self._final) == scoring.unique_argmax(self._first_guess)
-        )
         rows = len(self.table_questions)
         return {
-            "as": list(self._as),
-            "bt": list(self._bt),
-            "reward": self.reward(),
-            "answered": float(self._final is not None),
+            **self._episode_proxies(),
             "n_informative": float(self._counts["Yes"] + self._counts["No"]),
             "n_yes": float(self._counts["Yes"]),
             "n_no": float(self._counts["No"]),
             "n_unknown": float(self._counts["Unknown"]),
-            "n_invalid": float(self._n_invalid),
             "n_repeats": float(self._n_repeats),
             "table_coverage": float(len(self._asked_rows) / rows) if rows else 0.0,
             "gold_score": float(self._belief[self.gold]),
-            "belief_correct": float(scoring.unique_argmax(self._belief) == self.gold),
-            "first_guess_correct": float(first_correct),
-            "final_equals_first_guess": float(consistent),
-            "c_bt": float(np.clip(bt, 0.0, None).sum()),
+            **self._choice_proxies(),
             "gold_rise_rate": (
                 float(self._informative_rises / self._informative_updates) if self._informative_updates else 0.0
             ),

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from envs import parsing
-from envs.base import ActiveReasoningEnv, Channel, StepResult
+from envs.base import StepResult
+from envs.episode import Episode
 from envs.preference import prompts
 from envs.preference.generator import ATTRIBUTE_NAMES, sample_preferences
 from envs.preference.rules import (
@@ -51,7 +52,15 @@ def _matrix(value: Any) -> np.ndarray:
     return np.stack([np.asarray(row, dtype=float) for row in value])
 
 
-class PreferenceEnv(ActiveReasoningEnv):
+class PreferenceEnv(Episode):
+    prompts = prompts
+    RECORDED = "Estimate recorded."
+    INVALID_BELIEF = "Your estimate was invalid because {}. Your previous valid estimate is kept."
+    FINAL_RECORDED = "Final estimate recorded."
+    INVALID_FINAL = "Your final answer was invalid because {}. The game is over."
+    INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
+    REPORTS_BT_RULE = False  # one rule judges every update
+
     def __init__(
         self,
         items: Sequence[Sequence[float]],
@@ -73,25 +82,15 @@ class PreferenceEnv(ActiveReasoningEnv):
         if self.w_star.shape != (self.n_attrs,) or not 1 < subset_size <= self.n_attrs:
             raise ValueError("w_star must have one weight per attribute and 1 < subset_size <= D")
         self.subset_size = int(subset_size)
-        self.max_turns = int(max_turns)
         self.reward_kind = reward_kind
         self.attribute_names = list(attribute_names or ATTRIBUTE_NAMES[: self.n_attrs])
         self.seed = int(seed)
         self.reward_rule = reward_rule
         self.feedback_ablation = bool(feedback_ablation)
         self.replay_samples = int(replay_samples)
-
-        self._phase = "act"
-        self._turn = 0
+        super().__init__(max_turns, np.full(self.n_attrs, 0.5))
         self._queries: list[parsing.PairQuery] = []
         self._answers: list[int] = []
-        self._pending_informative = False
-        self._belief = np.full(self.n_attrs, 0.5)
-        self._first_guess: np.ndarray | None = None
-        self._final: np.ndarray | None = None
-        self._as: list[int] = []
-        self._bt: list[float] = []
-        self._n_invalid = 0
 
     @classmethod
     def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> PreferenceEnv:
@@ -107,50 +106,18 @@ class PreferenceEnv(ActiveReasoningEnv):
         )
 
     @property
-    def phase(self) -> str:
-        """Which call the episode expects next: "act", "update", "answer" or "done"."""
-        return self._phase
-
-    @property
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.n_items, self.attribute_names, self.subset_size, self.max_turns)
 
-    def initial_messages(self) -> list[dict[str, str]]:
-        table = prompts.item_table(self.items.astype(int), self.attribute_names)
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": table + "\n\n" + prompts.query_instruction(0, self.max_turns)},
-        ]
-
-    def final_turn_notice(self) -> str:
-        return prompts.final_turn_notice()
-
-    def _expect(self, *phases: str) -> None:
-        if self._phase not in phases:
-            raise RuntimeError(f"episode expects {self._phase!r} next, not {phases[0]!r}")
+    def _opening(self) -> str:
+        return prompts.item_table(self.items.astype(int), self.attribute_names)
 
     async def act(self, text: str) -> StepResult:
-        self._expect("act")
-        self._turn += 1
-        self._phase = "update"
-        payload = parsing.extract_payload(text, "interact")
-        query = (
-            payload
-            if not payload.ok
-            else parsing.parse_pair_query(payload.value, self.n_items, self.n_attrs, self.subset_size)
+        query = self._open_turn(
+            text, lambda payload: parsing.parse_pair_query(payload, self.n_items, self.n_attrs, self.subset_size)
         )
         if not query.ok:
-            self._n_invalid += 1
-            self._pending_informative = False
-            self._as.append(0)
-            feedback = f"Your question was invalid because {query.error}. The user did not answer."
-            return StepResult(
-                feedback=feedback + "\n" + prompts.update_instruction(),
-                critique=-1,
-                channel=Channel.AS,
-                valid=False,
-                info={"turn": self._turn, "error": query.error, "as_proxy": 0},
-            )
+            return self._invalid_question(query.error)
         q: parsing.PairQuery = query.value
         diff = masked_differences(self.items, [q])
         repeat = any(q.key == earlier.key for earlier in self._queries)
@@ -159,8 +126,6 @@ class PreferenceEnv(ActiveReasoningEnv):
         self._queries.append(q)
         self._answers.append(sign)
         good = informative and not repeat
-        self._pending_informative = good
-        self._as.append(int(good))
         word = "Unknown" if self.feedback_ablation else ANSWER_WORDS[sign]
         scope = (
             "attributes " + ", ".join(str(k + 1) for k in q.attrs)
@@ -168,82 +133,28 @@ class PreferenceEnv(ActiveReasoningEnv):
             else "all attributes"
         )
         asked = f"You asked whether the user prefers movie {q.first + 1} to movie {q.second + 1} on {scope}"
-        return StepResult(
-            feedback=f"{asked}. User: {word}.\n" + prompts.update_instruction(),
-            critique=1 if good else -1,
-            channel=Channel.AS,
-            valid=True,
-            info={
-                "turn": self._turn,
-                "query": [q.first + 1, q.second + 1, [k + 1 for k in q.attrs]],
-                "user_answer": word,
-                "informative": informative,
-                "repeat": repeat,
-                "as_proxy": int(good),
-            },
+        return self._action_step(
+            f"{asked}. User: {word}.",
+            1 if good else -1,
+            int(good),
+            good,
+            query=[q.first + 1, q.second + 1, [k + 1 for k in q.attrs]],
+            user_answer=word,
+            informative=informative,
+            repeat=repeat,
         )
 
-    def _record_belief(self, text: str, tag: str) -> tuple[parsing.ParseResult, int, float]:
-        """Parse a guess and score it as the update of the current turn (critique, BT proxy)."""
-        payload = parsing.extract_payload(text, tag)
-        guess = payload if not payload.ok else parsing.parse_vector(payload.value, self.n_attrs)
+    def _parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
+        guess = super()._parse_belief(text, tag)
         if guess.ok and not any(guess.value):
-            guess = parsing.ParseResult.failure("all weights are zero, which states no preference")
-        if not guess.ok:
-            self._n_invalid += 1
-            return guess, -1, 0.0
-        w = np.asarray(guess.value)
-        delta = float(cosine(w, self.w_star) - cosine(self._belief, self.w_star))
-        critique = int(np.sign(delta)) if self._pending_informative and abs(delta) > BT_EQUAL_TOL else 0
-        self._belief = w
-        if self._first_guess is None:
-            self._first_guess = w
-        return guess, critique, delta
+            return parsing.ParseResult.failure("all weights are zero, which states no preference")
+        return guess
 
-    def update(self, text: str, counterfactual: str | None = None) -> StepResult:
-        self._expect("update")
-        guess, critique, delta = self._record_belief(text, "interact")
-        self._bt.append(delta)
-        self._pending_informative = False
-        self._phase = "act" if self._turn < self.max_turns else "answer"
-        follow = (
-            prompts.query_instruction(self._turn, self.max_turns)
-            if self._phase == "act"
-            else prompts.answer_instruction()
-        )
-        head = (
-            "Estimate recorded."
-            if guess.ok
-            else f"Your estimate was invalid because {guess.error}. Your previous valid estimate is kept."
-        )
-        return StepResult(
-            feedback=head + "\n" + follow,
-            critique=critique,
-            channel=Channel.BT,
-            valid=guess.ok,
-            info={"turn": self._turn, "error": guess.error, "bt_proxy": delta},
-        )
+    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+        return float(cosine(w, self.w_star) - cosine(prev, self.w_star))
 
-    def answer(self, text: str) -> StepResult:
-        self._expect("act", "update", "answer")
-        replaces_update = self._phase == "update"
-        guess, critique, delta = self._record_belief(text, "answer")
-        if replaces_update:
-            self._bt.append(delta)
-        self._phase = "done"
-        if guess.ok:
-            self._final = np.asarray(guess.value)
-            feedback = "Final estimate recorded."
-        else:
-            feedback = f"Your final answer was invalid because {guess.error}. The game is over."
-        return StepResult(
-            feedback=feedback,
-            critique=critique,
-            channel=Channel.BT,
-            valid=guess.ok,
-            done=True,
-            info={"turn": self._turn, "error": guess.error, "reward": self.reward()},
-        )
+    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        return (int(np.sign(delta)) if self._informative and abs(delta) > BT_EQUAL_TOL else 0), "cosine"
 
     def reward(self) -> float:
         if self._final is None:
@@ -254,22 +165,16 @@ class PreferenceEnv(ActiveReasoningEnv):
         rng = np.random.default_rng(self.seed)
         candidates = sample_preferences(rng, self.replay_samples, self.n_attrs)
         replay = bayes_replay(self.items, self.w_star, self._queries, self._answers, candidates)
-        bt = np.asarray(self._bt)
         consistent = (
             self._final is not None
             and self._first_guess is not None
             and np.allclose(self._final, self._first_guess)
         )
         return {
-            "as": list(self._as),
-            "bt": list(self._bt),
-            "reward": self.reward(),
-            "answered": float(self._final is not None),
+            **self._episode_proxies(),
             "cos_initial": float(cosine(np.full(self.n_attrs, 0.5), self.w_star)),
             "cos_belief": float(cosine(self._belief, self.w_star)),
             "n_informative": float(sum(self._as)),
-            "n_invalid": float(self._n_invalid),
-            "c_bt": float(np.clip(bt, 0.0, None).sum()),
             "final_equals_first_guess": float(consistent),
             "i_as": replay.i_as,
             "i_as_near": replay.i_as_near,
