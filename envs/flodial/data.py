@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from envs.flodial.flowchart import Flowchart, load_flowcharts
+from envs.rows import TaskVariant, verl_rows, write_splits
 
 logger = logging.getLogger(__name__)
 
@@ -47,21 +47,14 @@ N_CANDIDATES = 5
 MAX_TURNS = 10
 TEST_FRACTION = 0.2
 VALIDATION_FRACTION = 0.1
-AGENT_NAME = "arew_agent"
-ABILITY = "active_reasoning"
 SPLITS = ("test", "validation", "train")
 
 
 @dataclass(frozen=True)
-class FloDialVariant:
-    name: str
+class FloDialVariant(TaskVariant):
     level: str
     min_separating: int
     max_separating: int
-
-    @property
-    def data_source(self) -> str:
-        return f"arew/{self.name}"
 
 
 VARIANTS = {
@@ -200,30 +193,11 @@ def build_rows(
     from envs.flodial.env import FloDialEnv
 
     splits = build_splits(load_flowcharts(source), variant_name, n_train, n_val, n_test, seed)
-    return {
-        split: [
-            {
-                "data_source": VARIANTS[variant_name].data_source,
-                "prompt": FloDialEnv.from_row(info, info["seed"]).initial_messages(),
-                "ability": ABILITY,
-                "reward_model": {"style": "rule", "ground_truth": str(info["gold_idx"] + 1)},
-                "extra_info": info,
-                "agent_name": AGENT_NAME,
-            }
-            for info in infos
-        ]
-        for split, infos in splits.items()
-    }
+    return verl_rows(splits, FloDialEnv, VARIANTS[variant_name].data_source, lambda info: str(info["gold_idx"] + 1))
 
 
 def write_parquet(
     source: str | Path, variant_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int
 ) -> dict[str, Path]:
     """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split, rows in build_rows(source, variant_name, n_train, n_val, n_test, seed).items():
-        paths[split] = out / f"{split}.parquet"
-        pd.DataFrame(rows).to_parquet(paths[split], index=False)
-    return {split: paths[split] for split in ("train", "validation", "test")}
+    return write_splits(build_rows(source, variant_name, n_train, n_val, n_test, seed), out_dir)

@@ -32,16 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from envs.lexical import terms
+from envs.rows import TaskVariant, verl_rows, write_splits
 
 logger = logging.getLogger(__name__)
 
 TASK = "mediq"
-DATA_SOURCE = "arew/mediq"
-AGENT_NAME = "arew_agent"
-ABILITY = "active_reasoning"
+DATA_SOURCE = TaskVariant(TASK).data_source
 OPTION_LETTERS = ("A", "B", "C", "D")
 MAX_TURNS = 8
 MIN_INITIAL_WORDS = 8
@@ -168,30 +166,11 @@ def build_rows(source: str | Path, n_train: int, n_val: int, n_test: int, seed: 
     from envs.mediq.env import MediQEnv
 
     splits = build_splits(read_source(source), n_train, n_val, n_test, seed)
-    return {
-        split: [
-            {
-                "data_source": DATA_SOURCE,
-                "prompt": MediQEnv.from_row(info, info["seed"]).initial_messages(),
-                "ability": ABILITY,
-                "reward_model": {"style": "rule", "ground_truth": OPTION_LETTERS[info["answer_idx"]]},
-                "extra_info": info,
-                "agent_name": AGENT_NAME,
-            }
-            for info in infos
-        ]
-        for split, infos in splits.items()
-    }
+    return verl_rows(splits, MediQEnv, DATA_SOURCE, lambda info: OPTION_LETTERS[info["answer_idx"]])
 
 
 def write_parquet(
     source: str | Path, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int
 ) -> dict[str, Path]:
     """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split, rows in build_rows(source, n_train, n_val, n_test, seed).items():
-        paths[split] = out / f"{split}.parquet"
-        pd.DataFrame(rows).to_parquet(paths[split], index=False)
-    return {split: paths[split] for split in ("train", "validation", "test")}
+    return write_splits(build_rows(source, n_train, n_val, n_test, seed), out_dir)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.rows import TaskVariant
+
 N_ITEMS = 10
 SCORE_RANGE = (1, 5)
 MAX_BASE_COS = 0.95
@@ -26,16 +28,11 @@ ATTRIBUTE_NAMES = ("action", "comedy", "drama", "romance", "sci-fi", "horror", "
 
 
 @dataclass(frozen=True)
-class PEVariant:
-    name: str
+class PEVariant(TaskVariant):
     n_attrs: int
     subset_size: int
     max_turns: int
     reward_kind: str  # "binary" (PE-G) or "continuous" (PE-F)
-
-    @property
-    def data_source(self) -> str:
-        return f"arew/{self.name}"
 
 
 VARIANTS = {
