@@ -1,7 +1,5 @@
 import json
-import os
 from collections import Counter
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -160,17 +158,8 @@ def test_prepare_writes_parquet_for_both_variants(tmp_path):
         prepare_task("flodial-easy", tmp_path / "x", 1, 1, 1, 0, source=str(tmp_path / "missing"))
 
 
-def real_data_dir() -> Path | None:
-    root = Path(__file__).resolve().parents[2]
-    for candidate in (os.environ.get("AREW_REAL_DATA"), root / "shared" / "data", root.parent / "shared" / "data"):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
-
-
-def test_real_flowcharts_prepare(tmp_path):
-    data = real_data_dir()
-    source = data / "flodial" if data else None
+def test_real_flowcharts_prepare(tmp_path, real_data_dir):
+    source = real_data_dir / "flodial" if real_data_dir else None
     if source is None or not (source / "knowledge-sources").is_dir():
         pytest.skip("real data not present")
     for name in ("flodial-easy", "flodial-hard"):

@@ -1,21 +1,10 @@
 import json
-import os
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from envs.mediq.data import build_splits, clean_fact, initial_information, normalize_case, read_source
 from envs.registry import TASKS, make_env, prepare_task
-
-
-def real_data_dir() -> Path | None:
-    """The shared reference data (env AREW_REAL_DATA, or a ``shared/data`` beside or inside the checkout)."""
-    root = Path(__file__).resolve().parents[2]
-    for candidate in (os.environ.get("AREW_REAL_DATA"), root / "shared" / "data", root.parent / "shared" / "data"):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
 
 
 def case(i, answer="B", n_facts=4, **overrides):
@@ -113,9 +102,8 @@ def test_prepare_writes_verl_parquet_that_rebuilds_episodes(tmp_path):
         prepare_task("mediq", tmp_path / "x", 1, 1, 1, 0)
 
 
-def test_real_mediq_file_prepares(tmp_path):
-    data = real_data_dir()
-    source = data / "mediq" / "all_dev_good.jsonl" if data else None
+def test_real_mediq_file_prepares(tmp_path, real_data_dir):
+    source = real_data_dir / "mediq" / "all_dev_good.jsonl" if real_data_dir else None
     if source is None or not source.is_file():
         pytest.skip("real data not present")
     paths = prepare_task("mediq", tmp_path, n_train=5000, n_val=128, n_test=300, seed=0, source=str(source))
