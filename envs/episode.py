@@ -33,8 +33,6 @@ class Episode(ActiveReasoningEnv):
     FINAL_RECORDED: str
     INVALID_FINAL: str
     INVALID_QUESTION: str
-    REPORTS_BT_RULE = True
-    """Whether BT steps name the rule that judged them (``info["bt_rule"]``)."""
 
     def __init__(self, max_turns: int, prior: np.ndarray):
         self.max_turns = int(max_turns)
@@ -134,7 +132,7 @@ class Episode(ActiveReasoningEnv):
 
     def _bt_info(self, guess: parsing.ParseResult, rule: str, **info: Any) -> dict[str, Any]:
         info = {"turn": self._turn, "error": guess.error, **info}
-        return {**info, "bt_rule": rule} if self.REPORTS_BT_RULE else info
+        return {**info, "bt_rule": rule}
 
     def update(self, text: str, counterfactual: str | None = None) -> StepResult:
         self._expect("update")

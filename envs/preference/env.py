@@ -59,7 +59,6 @@ class PreferenceEnv(Episode):
     FINAL_RECORDED = "Final estimate recorded."
     INVALID_FINAL = "Your final answer was invalid because {}. The game is over."
     INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
-    REPORTS_BT_RULE = False  # one rule judges every update
 
     def __init__(
         self,
