@@ -1,0 +1,141 @@
+"""``arew lab``: train every (variant, seed) pair, then write the table, curves and logs.
+
+Runs are independent and single-threaded, so with more than one worker they are spread
+over forked processes (one torch thread each); the progress bar counts training steps.
+``arew.cli`` imports this module to build its parser, so training (and verl) is imported
+only when the lab actually runs, keeping ``arew --help`` fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import queue
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, parse_variant
+from envs.preference.generator import VARIANTS
+
+_progress_queue = None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="runs/lab", help="output folder (default: runs/lab)")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds 0..n-1 (default 3; 1 with --quick)")
+    parser.add_argument("--steps", type=int, default=None, help=f"training steps per run (default {LabConfig.steps})")
+    parser.add_argument(
+        "--task", default=LabConfig.task, choices=sorted(VARIANTS), help=f"PE variant (default {LabConfig.task})"
+    )
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated <ppo|grpo>-<vanilla|as|bt|as+bt|ir>[-flip<alpha>] (default: "
+        + ",".join(DEFAULT_VARIANTS)
+        + ")",
+    )
+    parser.add_argument(
+        "--lam", type=float, default=None, help=f"AReW strength lambda (default {LabConfig.arew_lambda})"
+    )
+    parser.add_argument(
+        "--grouping",
+        choices=("pooled", "separate"),
+        default=None,
+        help=f"AReW P/N sets per trajectory or per channel (default {LabConfig.grouping})",
+    )
+    parser.add_argument(
+        "--salience",
+        type=float,
+        default=None,
+        help=f"initial AS preference for obvious comparisons; higher = fewer informative queries "
+        f"at the start, deeper in the locking regime (default {LabConfig.salience_init})",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny setting that runs in seconds (for tests)")
+    parser.add_argument("--workers", type=int, default=None, help="parallel processes (default: min(2, CPUs))")
+
+
+def build_config(args: argparse.Namespace) -> LabConfig:
+    """LabConfig from the command line: defaults, then ``--quick``, then explicit options."""
+    overrides: dict = dict(QUICK) if args.quick else {}
+    overrides["task"] = args.task
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise SystemExit("--seeds must be at least 1")
+        overrides["seeds"] = tuple(range(args.seeds))
+    if args.steps is not None:
+        if args.steps < 1:
+            raise SystemExit("--steps must be at least 1")
+        overrides["steps"] = args.steps
+    if args.variants:
+        names = tuple(name.strip() for name in args.variants.split(",") if name.strip())
+        try:
+            for name in names:
+                parse_variant(name)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+        overrides["variants"] = names
+    if args.lam is not None:
+        overrides["arew_lambda"] = args.lam
+    if args.grouping is not None:
+        overrides["grouping"] = args.grouping
+    if args.salience is not None:
+        overrides["salience_init"] = args.salience
+    return replace(LabConfig(), **overrides)
+
+
+def _init_worker(progress) -> None:
+    import torch
+
+    global _progress_queue
+    _progress_queue = progress
+    torch.set_num_threads(1)
+
+
+def _run_job(job: tuple[LabConfig, str, int]):
+    from arew.lab.train import train_run
+
+    config, name, seed = job
+    return train_run(config, parse_variant(name), seed, progress=_progress_queue.put)
+
+
+def run_all(config: LabConfig, workers: int, bar: tqdm) -> list:
+    """Every (variant, seed) run of ``config``; ``bar`` advances by one per training step."""
+    from arew.lab.train import train_run
+
+    jobs = [(config, name, seed) for name in config.variants for seed in config.seeds]
+    if workers <= 1:
+        return [train_run(config, parse_variant(name), seed, progress=bar.update) for _, name, seed in jobs]
+    context = mp.get_context("fork")
+    progress = context.Queue()
+    with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
+        pending = pool.map_async(_run_job, jobs, chunksize=1)
+        while not pending.ready():
+            try:
+                bar.update(progress.get(timeout=0.2))
+            except queue.Empty:
+                pass
+        results = pending.get()
+    while not progress.empty():
+        bar.update(progress.get())
+    return results
+
+
+def main(args: argparse.Namespace) -> None:
+    from arew.lab.report import write_outputs
+
+    config = build_config(args)
+    workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    n_runs = len(config.variants) * len(config.seeds)
+    started = time.perf_counter()
+    with tqdm(total=n_runs * config.steps, desc=f"arew lab: {n_runs} runs", unit="step", mininterval=1.0) as bar:
+        results = run_all(config, min(workers, n_runs), bar)
+    wall = time.perf_counter() - started
+    paths = write_outputs(Path(args.out), config, results, wall)
+    print(f"arew lab: {n_runs} runs of {config.steps} steps on {config.task} in {wall:.0f} s")
+    print((Path(args.out) / "results.md").read_text(), end="")
+    for name, path in paths.items():
+        print(f"{name}: {path}")

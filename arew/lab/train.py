@@ -1,0 +1,206 @@
+"""One lab run: a variant trained from one seed, with verl's estimators and losses and AReW's core.
+
+The advantage stage is the trainer's, on (B, 2H) tensors with one position per decision:
+outcome reward at the last position; for ``ir`` the critiques enter as intermediate rewards
+first (:func:`arew.core.add_intermediate_rewards`); then verl's GAE (with the small critic)
+or GRPO; then for AReW variants :func:`arew.core.reweight_advantages` after the estimator's
+normalisation. Policy and value losses are verl's ``compute_policy_loss_vanilla`` and
+``compute_value_loss``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from verl.trainer.ppo import core_algos
+from verl.workers.config.actor import ActorConfig
+
+from arew.core import AReWConfig, add_intermediate_rewards, reweight_advantages
+from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
+from arew.lab.config import LabConfig, Variant
+from arew.lab.rollout import Rollout, rollout
+from envs.preference.generator import VARIANTS, generate_splits
+
+LOG_COLUMNS = (
+    "step",
+    "reward",
+    "as_proxy",
+    "bt_proxy",
+    "c_bt",
+    "bt_follow",
+    "as_critique_pos",
+    "bt_critique_pos",
+    "bt_critique_neg",
+    "adv_shift",
+    "as_entropy",
+    "bt_entropy",
+    "pg_loss",
+    "vf_loss",
+    "seconds",
+)
+FINAL_COLUMNS = (
+    "reward",
+    "as_proxy",
+    "bt_proxy",
+    "c_bt",
+    "bt_follow",
+    "i_as",
+    "oracle_reward",
+    "final_equals_first_guess",
+)
+
+
+@dataclass
+class RunResult:
+    variant: str
+    seed: int
+    log: list[dict[str, float]]  # one row per training step, LOG_COLUMNS
+    final: dict[str, float]  # held-out evaluation after training, FINAL_COLUMNS
+    seconds: float
+
+
+def compute_advantages(
+    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output."""
+    mask = torch.ones(ro.labels.shape)
+    rewards = torch.zeros(ro.labels.shape)
+    rewards[:, -1] = ro.reward
+    segments = ro.segments() if variant.uses_critiques else None
+    if variant.method == "ir":
+        rewards, _ = add_intermediate_rewards(rewards, mask, segments, arew, step)
+    if variant.base == "ppo":
+        base, returns = core_algos.compute_gae_advantage_return(
+            rewards, ro.values, mask, gamma=config.gamma, lam=config.gae_lambda
+        )
+    else:
+        base, returns = core_algos.compute_grpo_outcome_advantage(rewards, mask, index=ro.task_index.numpy())
+    advantages = base
+    if variant.uses_critiques and variant.method != "ir":
+        advantages, _ = reweight_advantages(base, mask, segments, arew, step)
+    return advantages, returns, base
+
+
+def belief_follow(ro: Rollout, step_bins: torch.Tensor) -> float:
+    """Mean sign agreement of BT steps with the latest evidence, over attributes that had some.
+
+    +1: every update moved the queried weights the way the answer said; 0: steps ignore it.
+    """
+    evidence = ro.bt_features[..., BT_FEATURES.index("evidence")]
+    moved = step_bins[ro.bt_actions].float()
+    has = evidence != 0
+    return float((torch.sign(moved) * torch.sign(evidence))[has].mean()) if bool(has.any()) else 0.0
+
+
+def _summary(ro: Rollout, step_bins: torch.Tensor) -> dict[str, float]:
+    z_as, z_bt = ro.labels[:, 0::2], ro.labels[:, 1::2]
+    return {
+        "reward": float(ro.reward.mean()),
+        "as_proxy": float(ro.as_proxy.mean()),
+        "bt_proxy": float(ro.bt_proxy.mean()),
+        "c_bt": float(ro.bt_proxy.clamp(min=0).sum(1).mean()),
+        "bt_follow": belief_follow(ro, step_bins),
+        "as_critique_pos": float((z_as == 1).float().mean()),
+        "bt_critique_pos": float((z_bt == 1).float().mean()),
+        "bt_critique_neg": float((z_bt == -1).float().mean()),
+        "as_entropy": float(-ro.old_log_probs[:, 0::2].mean()),
+        "bt_entropy": float(-ro.old_log_probs[:, 1::2].mean()),
+    }
+
+
+def _actor_config(config: LabConfig) -> ActorConfig:
+    """verl's actor config, only for the clip ratio its policy loss reads."""
+    return ActorConfig(
+        strategy="fsdp",
+        clip_ratio=config.clip_ratio,
+        ppo_mini_batch_size=1,
+        ppo_micro_batch_size_per_gpu=1,
+        use_dynamic_bsz=False,
+        rollout_n=1,
+    )
+
+
+def train_run(
+    config: LabConfig, variant: Variant, seed: int, progress: Callable[[int], None] | None = None
+) -> RunResult:
+    """Train ``variant`` from ``seed`` for ``config.steps`` steps and evaluate on held-out tasks.
+
+    The seed fixes the task split, the initial weights, the sampled actions and the critique
+    noise, so a run is reproducible; variants sharing a seed see the same tasks.
+    """
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    spec = VARIANTS[config.task]
+    splits = generate_splits(spec, {"train": config.train_tasks, "test": config.test_tasks}, seed)
+    train_rows, test_rows = splits["train"], splits["test"]
+    space = QuerySpace(
+        n_items=len(train_rows[0]["items"]),
+        n_attrs=spec.n_attrs,
+        subset_size=spec.subset_size,
+        max_turns=spec.max_turns,
+        belief_units=round(1.0 / config.belief_step),
+    )
+    policy = LabPolicy(config.hidden, config.step_bins, config.bt_init_probs, config.salience_init)
+    critic = Critic(spec.n_attrs, config.hidden) if variant.base == "ppo" else None
+    actor_opt = torch.optim.Adam(policy.parameters(), lr=config.actor_lr)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=config.critic_lr) if critic is not None else None
+    actor_config = _actor_config(config)
+    arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
+    rng = np.random.default_rng([seed, 1])
+    generator = torch.Generator().manual_seed(seed)
+
+    group = config.group_size if variant.base == "grpo" else 1
+    log = []
+    for step in range(config.steps):
+        t0 = time.perf_counter()
+        tasks = np.repeat(rng.choice(len(train_rows), config.episodes_per_step // group, replace=False), group)
+        ro = rollout(
+            policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
+        )
+        advantages, returns, base = compute_advantages(ro, variant, arew, config, step)
+        mask = torch.ones(advantages.shape)
+        for _ in range(config.ppo_epochs):
+            log_probs = policy.log_probs(ro)
+            pg_loss, _ = core_algos.compute_policy_loss_vanilla(
+                ro.old_log_probs, log_probs, advantages, mask, "token-mean", actor_config
+            )
+            actor_opt.zero_grad()
+            pg_loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            actor_opt.step()
+            vf_loss = torch.zeros(())
+            if critic is not None:
+                vf_loss, _ = core_algos.compute_value_loss(
+                    critic(ro.value_features), returns, ro.values, mask, config.value_clip
+                )
+                critic_opt.zero_grad()
+                vf_loss.backward()
+                critic_opt.step()
+        row = {"step": step, **_summary(ro, policy.step_bins)}
+        row["adv_shift"] = float((advantages - base).abs().mean())
+        row["pg_loss"] = float(pg_loss.detach())
+        row["vf_loss"] = float(vf_loss.detach())
+        row["seconds"] = time.perf_counter() - t0
+        log.append({key: row[key] for key in LOG_COLUMNS})
+        if progress is not None:
+            progress(1)
+
+    test_index = np.arange(len(test_rows))
+    evaluation = rollout(
+        policy,
+        None,
+        space,
+        config.task,
+        test_rows,
+        test_index,
+        torch.Generator().manual_seed(seed + 1_000_003),
+        config.replay_samples,
+        diagnose=True,
+    )
+    measured = {**_summary(evaluation, policy.step_bins), **evaluation.diagnostics}
+    final = {key: measured[key] for key in FINAL_COLUMNS}
+    return RunResult(variant.name, seed, log, final, time.perf_counter() - started)

@@ -1,0 +1,124 @@
+"""``arew lab --quick`` end to end: every output file exists and is well formed."""
+
+import csv
+import json
+
+import matplotlib.image as mpimg
+import pytest
+
+from arew.cli import build_parser
+from arew.lab.config import DEFAULT_VARIANTS, QUICK
+from arew.lab.report import RESULT_COLUMNS, TABLE_METRICS
+from arew.lab.runner import build_config
+from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS
+
+VARIANTS = "ppo-vanilla,ppo-as+bt,grpo-vanilla,grpo-as"
+
+
+def run_cli(*argv):
+    args = build_parser().parse_args(["lab", *argv])
+    args.func(args)
+    return args
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lab")
+    run_cli("--quick", "--out", str(out), "--variants", VARIANTS, "--seeds", "2", "--workers", "1")
+    return out
+
+
+def test_results_csv_has_one_complete_row_per_variant(quick_run):
+    with open(quick_run / "results.csv") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == RESULT_COLUMNS
+    assert [r["variant"] for r in rows] == VARIANTS.split(",")
+    for row in rows:
+        assert row["seeds"] == "2"
+        for metric in TABLE_METRICS:
+            float(row[f"{metric}_mean"]), float(row[f"{metric}_std"])
+        assert 0.0 <= float(row["reward_mean"]) <= 1.0
+        assert 0.0 <= float(row["as_proxy_mean"]) <= 1.0
+        float(row["vanilla_final_train_reward"])
+        assert 0 <= int(row["reached_vanilla_final"]) <= 2
+
+
+def test_markdown_table_lists_every_variant_with_matching_columns(quick_run):
+    lines = (quick_run / "results.md").read_text().strip().splitlines()
+    assert lines[0].startswith("| variant | reward | AS proxy | BT proxy")
+    assert set(lines[1]) <= {"|", "-"}
+    width = lines[0].count("|")
+    assert all(line.count("|") == width for line in lines)
+    assert [line.split("|")[1].strip() for line in lines[2:]] == VARIANTS.split(",")
+    assert all("±" in line for line in lines[2:])
+
+
+def test_learning_curve_pngs_are_valid_images(quick_run):
+    for base in ("ppo", "grpo"):
+        path = quick_run / f"curves_{base}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = mpimg.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 300
+
+
+def test_raw_logs_and_config_parse(quick_run):
+    meta = json.loads((quick_run / "config.json").read_text())
+    assert meta["config"]["steps"] == QUICK["steps"] and meta["config"]["seeds"] == [0, 1]
+    assert meta["config"]["variants"] == VARIANTS.split(",")
+    assert meta["wall_seconds"] > 0 and {"torch", "verl", "python"} <= set(meta["versions"])
+    for name in VARIANTS.split(","):
+        for seed in (0, 1):
+            with open(quick_run / "runs" / name / f"seed{seed}.csv") as f:
+                reader = csv.DictReader(f)
+                rows = list(reader)
+            assert tuple(reader.fieldnames) == LOG_COLUMNS
+            assert [int(r["step"]) for r in rows] == list(range(QUICK["steps"]))
+            payload = json.loads((quick_run / "runs" / name / f"seed{seed}.json").read_text())
+            assert payload["variant"] == name and payload["seed"] == seed
+            assert list(payload["final"]) == list(FINAL_COLUMNS)
+            assert len(payload["log"]) == QUICK["steps"]
+            assert float(rows[-1]["reward"]) == pytest.approx(payload["log"][-1]["reward"])
+
+
+def test_forked_workers_give_the_same_results_as_one_process(quick_run, tmp_path):
+    run_cli("--quick", "--out", str(tmp_path), "--variants", VARIANTS, "--seeds", "2", "--workers", "2")
+    for name in VARIANTS.split(","):
+        for seed in (0, 1):
+            ours = json.loads((tmp_path / "runs" / name / f"seed{seed}.json").read_text())
+            theirs = json.loads((quick_run / "runs" / name / f"seed{seed}.json").read_text())
+            assert ours["final"] == theirs["final"]
+            drop = [{k: v for k, v in row.items() if k != "seconds"} for row in ours["log"]]
+            keep = [{k: v for k, v in row.items() if k != "seconds"} for row in theirs["log"]]
+            assert drop == keep
+
+
+def test_command_line_builds_the_config():
+    parser = build_parser()
+    default = build_config(parser.parse_args(["lab"]))
+    assert default.variants == DEFAULT_VARIANTS and default.seeds == (0, 1, 2) and default.task == "pe-g-s2"
+    quick = build_config(
+        parser.parse_args(
+            [
+                "lab",
+                "--quick",
+                "--steps",
+                "4",
+                "--task",
+                "pe-f-d6",
+                "--lam",
+                "0.5",
+                "--grouping",
+                "separate",
+                "--salience",
+                "1",
+            ]
+        )
+    )
+    assert quick.steps == 4 and quick.task == "pe-f-d6" and quick.arew_lambda == 0.5
+    assert quick.grouping == "separate" and quick.salience_init == 1.0
+    assert quick.episodes_per_step == QUICK["episodes_per_step"] and quick.seeds == (0,)
+    with pytest.raises(SystemExit, match="bad variant"):
+        build_config(parser.parse_args(["lab", "--variants", "ppo-vanilla,sac-as"]))
+    with pytest.raises(SystemExit):
+        build_config(parser.parse_args(["lab", "--seeds", "0"]))
