@@ -5,7 +5,8 @@ Selected by the dataset column ``agent_name: arew_agent`` (or
 action rounds (channel AS) and belief-update rounds (channel BT) as the environment
 protocol in :mod:`envs.base` describes, then asks for the final answer. The token stream
 is built incrementally with verl's Continuous Token builder: assistant tokens get
-response_mask 1, the environment's messages 0.
+response_mask 1, the environment's messages 0. The builder's merges are called inline rather
+than through verl's thread-pool wrappers: a merge costs about 0.2 ms, less than the hand-off.
 
 For every assistant turn the loop records its token span, channel and critique in
 ``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`), puts the outcome
@@ -183,14 +184,14 @@ class CritiqueAgentLoop(AgentLoopBase):
                 feedback = step.feedback
                 if round_kind == "act" and turn == env.max_turns - 1:
                     feedback += env.final_turn_notice()
-                if not await self._add_feedback(episode, feedback):
+                if not self._add_feedback(episode, feedback):
                     return await self._overflow(env, episode, sampling_params, request_id, metrics)
         text = await self._generate(episode, sampling_params, request_id, metrics)
         return self._record(episode, env.answer(text))
 
     async def _overflow(self, env, episode: _Episode, sampling_params, request_id, metrics):
         if self.settings.overflow == "answer_now" and episode.response_mask:
-            if await self._add_feedback(episode, ANSWER_NOW_NOTICE):
+            if self._add_feedback(episode, ANSWER_NOW_NOTICE):
                 episode.forced_answer = True
                 text = await self._generate(episode, sampling_params, request_id, metrics)
                 return self._record(episode, env.answer(text))
@@ -200,8 +201,8 @@ class CritiqueAgentLoop(AgentLoopBase):
     async def _counterfactual(self, episode: _Episode, feedback: str, sampling_params) -> str:
         """The agent's update from the pre-feedback context with ``feedback`` instead; not part of the trajectory."""
         previous = list(episode.messages)
-        merge, _, _ = await self.ct_merge_context_msg(
-            previous, previous + [{"role": "user", "content": feedback}], episode.runtime_ids, episode.response_mask
+        merge = self.continuous_token_builder.merge_context_tokens(
+            previous, previous + [{"role": "user", "content": feedback}], episode.runtime_ids
         )
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
         output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=merge.token_ids, sampling_params=params)
@@ -232,12 +233,10 @@ class CritiqueAgentLoop(AgentLoopBase):
         before = len(episode.response_mask)
         if episode.logprobs is None and output.log_probs:
             episode.logprobs = [0.0] * before  # only environment tokens precede: they carry no log-prob
-        merge, mask, logprobs = await self.ct_merge_assistant_token(
-            episode.runtime_ids,
-            list(output.token_ids),
-            episode.response_mask,
-            episode.logprobs,
-            assistant_logprobs=output.log_probs or None,
+        builder = self.continuous_token_builder
+        merge = builder.merge_assistant_tokens(episode.runtime_ids, list(output.token_ids))
+        mask, logprobs = builder.align_response_metadata(
+            merge, episode.response_mask, episode.logprobs, assistant_logprobs=output.log_probs or None
         )
         episode.runtime_ids, episode.response_mask = merge.token_ids, mask
         if logprobs is not None:
@@ -248,13 +247,13 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.messages.append({"role": "assistant", "content": text})
         return text
 
-    async def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
+    def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
         """Append the environment's message (mask 0); False, changing nothing, if no full turn would fit after it."""
         previous = list(episode.messages)
         updated = previous + [{"role": "user", "content": feedback}]
-        merge, mask, logprobs = await self.ct_merge_context_msg(
-            previous, updated, episode.runtime_ids, episode.response_mask, episode.logprobs
-        )
+        builder = self.continuous_token_builder
+        merge = builder.merge_context_tokens(previous, updated, episode.runtime_ids)
+        mask, logprobs = builder.align_response_metadata(merge, episode.response_mask, episode.logprobs)
         if self.response_length - len(mask) < self.settings.max_tokens_per_turn:
             return False
         kept = len(episode.response_mask) - merge.removed_prefix_token_count
