@@ -71,17 +71,24 @@ def decision_coefficients(
 
 
 def spread_over_spans(per_decision: torch.Tensor, segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
-    """(B, L) tensor with each decision's value on its model tokens and 0 everywhere else.
+    """(B, L) tensor with each decision's value on its model tokens and exactly 0 everywhere else.
 
     A difference array (+value at each span start, -value at its end) and one cumulative sum
-    paint the spans; spans never overlap, which the validator enforces. Float64 keeps the
-    running sum's rounding far below float32 resolution; the model mask zeroes env tokens.
+    paint the spans (they never overlap; the validator enforces it). Where two spans touch,
+    float rounding can leave a residue after them, so a second difference array of +-1 (exact)
+    marks the tokens inside spans, and everything else, environment tokens included, is zeroed.
     """
     batch, length = model_mask.shape
-    marks = torch.zeros(batch, length + 1, dtype=torch.float64)
-    marks.index_put_((segments.sample, segments.start), per_decision, accumulate=True)
-    marks.index_put_((segments.sample, segments.end), -per_decision, accumulate=True)
-    return marks.cumsum_(dim=1)[:, :length].to(model_mask.dtype) * model_mask
+    values = per_decision.to(model_mask.dtype)
+    painted = torch.zeros(batch, length + 1, dtype=model_mask.dtype)
+    painted.index_put_((segments.sample, segments.start), values, accumulate=True)
+    painted.index_put_((segments.sample, segments.end), -values, accumulate=True)
+    ones = torch.ones_like(values)
+    covered = torch.zeros_like(painted)  # +-1 sums of small integers are exact in float
+    covered.index_put_((segments.sample, segments.start), ones, accumulate=True)
+    covered.index_put_((segments.sample, segments.end), -ones, accumulate=True)
+    inside = covered.cumsum_(dim=1)[:, :length]  # exactly 1 inside a span, 0 outside
+    return painted.cumsum_(dim=1)[:, :length] * inside * model_mask
 
 
 def last_model_token(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:

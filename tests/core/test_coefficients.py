@@ -158,3 +158,13 @@ def test_pooled_and_separate_agree_when_each_trajectory_uses_one_channel(data):
     pooled, _ = reweight_advantages(torch.zeros(mask.shape), mask, segments, parse_config({}), 0)
     separate, _ = reweight_advantages(torch.zeros(mask.shape), mask, segments, parse_config({"grouping": "separate"}), 0)
     torch.testing.assert_close(pooled, separate)
+
+
+def test_model_tokens_outside_every_decision_stay_exactly_unchanged_after_touching_spans():
+    # touching spans with awkward coefficients (1/3, -1/7 ...) then model tokens outside any span
+    labels = [1, 1, 1, -1, -1, -1, -1, -1, -1, -1]
+    record = make_record([(i, i + 1) for i in range(10)], ["as", "bt"] * 5, labels)
+    mask = torch.ones(1, 16)
+    out, _ = _reweight([record], [16], mask, lam=0.37)
+    assert torch.equal(out[0, 10:], torch.zeros(6))  # a float-only paint leaves about -3.7e-9 here
+    torch.testing.assert_close(out[0, :3], torch.full((3,), 0.37 / 3))
