@@ -74,8 +74,10 @@ class ActiveReasoningEnv(abc.ABC):
     def initial_messages(self) -> list[dict[str, str]]: ...
 
     @abc.abstractmethod
-    async def act(self, text: str) -> StepResult:
-        """Action round; async because some tasks consult an LLM-simulated user."""
+    async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
+        """Action round; async because some tasks consult an LLM-simulated user.
+        ``counterfactual`` is the agent's action regenerated with its latest belief message
+        replaced by :meth:`counterfactual_belief`, when the environment asked for one; else None."""
 
     @abc.abstractmethod
     def update(self, text: str, counterfactual: str | None = None) -> StepResult:
@@ -89,6 +91,16 @@ class ActiveReasoningEnv(abc.ABC):
         When this returns text right after ``act``, the loop also generates an update from the
         context *before* the real feedback followed by this text (those tokens are not part of
         the trajectory) and passes it to ``update(text, counterfactual=...)``.
+        """
+        return None
+
+    def counterfactual_belief(self) -> str | None:
+        """Text to put in place of the agent's latest belief message, or None (default).
+
+        When this returns text before an action round, the loop also generates an action from
+        the conversation with that belief message replaced (not part of the trajectory) and
+        passes it to ``act(text, counterfactual=...)``: an action that does not change when the
+        belief does was not chosen from the belief (MediQ's optional counterfactual AS).
         """
         return None
 

@@ -168,12 +168,15 @@ class CritiqueAgentLoop(AgentLoopBase):
             for round_kind in ("act", "update"):
                 if not self._round_fits(episode):
                     return await self._overflow(env, episode, sampling_params, request_id, metrics)
+                cf_action = None
+                if round_kind == "act" and (cf_belief := env.counterfactual_belief()) is not None:
+                    cf_action = await self._counterfactual_action(episode, cf_belief, sampling_params)
                 text = await self._generate(episode, sampling_params, request_id, metrics)
                 if payload_kind(text) == "answer":
                     return self._record(episode, env.answer(text))
                 if round_kind == "act":
                     with simple_timer("tool_calls", metrics):  # verl's name for time spent in the environment
-                        step = await env.act(text)
+                        step = await env.act(text, counterfactual=cf_action)
                     cf_feedback = env.counterfactual_feedback()
                     counterfactual = None
                     if cf_feedback is not None:
@@ -204,8 +207,21 @@ class CritiqueAgentLoop(AgentLoopBase):
         merge = self.continuous_token_builder.merge_context_tokens(
             previous, previous + [{"role": "user", "content": feedback}], episode.runtime_ids
         )
+        return await self._side_generation(episode, merge.token_ids, sampling_params)
+
+    async def _counterfactual_action(self, episode: _Episode, belief: str, sampling_params) -> str | None:
+        """The agent's next action with its latest belief message replaced by ``belief``; not part of the trajectory."""
+        latest = max((i for i, m in enumerate(episode.messages) if m["role"] == "assistant"), default=None)
+        if latest is None:
+            return None
+        messages = list(episode.messages)
+        messages[latest] = {"role": "assistant", "content": belief}
+        prompt_ids = self.continuous_token_builder.build_initial_tokens(messages)
+        return await self._side_generation(episode, prompt_ids, sampling_params)
+
+    async def _side_generation(self, episode: _Episode, prompt_ids: list[int], sampling_params) -> str:
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
-        output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=merge.token_ids, sampling_params=params)
+        output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params)
         episode.counterfactual_calls += 1
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 

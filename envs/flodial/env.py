@@ -110,7 +110,7 @@ class FloDialEnv(ChoiceEpisode):
     def _answer_instruction(self) -> str:
         return prompts.answer_instruction(self.n)
 
-    async def act(self, text: str) -> StepResult:
+    async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
         query = self._open_turn(text, parsing.parse_question)
         if not query.ok:
             return self._invalid_question(query.error)

@@ -26,10 +26,13 @@ Critiques (paper E.3.1, SPEC section 3):
 - final answer (BT): -1 if invalid; when it takes the place of an update round it is
   scored as that update, except that after informative feedback no counterfactual reaches
   ``answer`` and the critique is 0; otherwise 0.
-- counterfactual AS (the paper's optional variant: regenerate the query from an intervened
-  belief, -1 when it overlaps the real query) is not implemented: the protocol has no hook
-  for a counterfactual *action* (only :meth:`counterfactual_feedback`, before an update),
-  and the paper reports it as an exploration, not part of the main recipe.
+- counterfactual AS (the paper's optional variant, off by default: ``counterfactual_as``):
+  from the second action round on, :meth:`counterfactual_belief` asks the loop to regenerate
+  the question with the agent's latest belief replaced by the uniform prior; when the
+  regenerated question's content terms overlap the real one's by at least
+  ``cf_as_max_overlap`` (Jaccard, :func:`envs.lexical.terms`), the question did not depend on
+  the belief and the action gets -1. A missing or invalid counterfactual question leaves the
+  critique as it is and is counted (``cf_as_missing``).
 
 Proxies (paper 2.2): ``as`` = number of facts newly revealed per action round, ``bt`` =
 m(w_t) - m(w_prev) per update round (0 when invalid); scalars mirror PE (reward, answered,
@@ -37,7 +40,8 @@ final_equals_first_guess, ...) plus fact coverage and the user's counters (``use
 
 Options: the user options of :mod:`envs.users` (``user="offline"`` by default);
 ``feedback_ablation`` shows "Unknown." for every answer while critiques and proxies still
-use the true answers (SPEC section 4, Observation 3); ``max_facts`` (2) per answer.
+use the true answers (SPEC section 4, Observation 3); ``max_facts`` (2) per answer;
+``counterfactual_as`` (False) and ``cf_as_max_overlap`` (0.7) for the counterfactual AS.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import numpy as np
 from envs import parsing, scoring
 from envs.base import StepResult
 from envs.episode import ChoiceEpisode
-from envs.lexical import question_key
+from envs.lexical import question_key, terms
 from envs.mediq import prompts
 from envs.users import FactRequest, SimulatedUser, make_user, split_user_options
 
@@ -75,6 +79,8 @@ class MediQEnv(ChoiceEpisode):
         user: SimulatedUser | None = None,
         feedback_ablation: bool = False,
         max_facts: int = 2,
+        counterfactual_as: bool = False,
+        cf_as_max_overlap: float = 0.7,
     ):
         self.initial_info = str(initial_info)
         self.question = str(question)
@@ -87,6 +93,8 @@ class MediQEnv(ChoiceEpisode):
         self.user = user if user is not None else make_user()
         self.feedback_ablation = bool(feedback_ablation)
         self.max_facts = int(max_facts)
+        self.counterfactual_as = bool(counterfactual_as)
+        self.cf_as_max_overlap = float(cf_as_max_overlap)
         super().__init__(max_turns, N_OPTIONS, answer_idx)
         self._revealed: set[int] = set(self.known)
         self._keys: list[Any] = []
@@ -95,6 +103,9 @@ class MediQEnv(ChoiceEpisode):
         self._n_informative = 0
         self._cf_checks = 0
         self._cf_missing = 0
+        self._cf_as_checks = 0
+        self._cf_as_missing = 0
+        self._cf_as_copies = 0
 
     @classmethod
     def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> MediQEnv:
@@ -122,7 +133,29 @@ class MediQEnv(ChoiceEpisode):
     def counterfactual_feedback(self) -> str | None:
         return self._cf_text if self._phase == "update" else None
 
-    async def act(self, text: str) -> StepResult:
+    def counterfactual_belief(self) -> str | None:
+        if not (self.counterfactual_as and self._phase == "act" and self._turn > 0):
+            return None
+        return "<interact>" + ", ".join(["0.25"] * N_OPTIONS) + "</interact>"
+
+    def _belief_independent(self, question: str, counterfactual: str | None) -> bool | None:
+        """Whether the question survives replacing the belief (None: no usable counterfactual)."""
+        if not self.counterfactual_as or self._turn <= 1:
+            return None
+        self._cf_as_checks += 1
+        payload = parsing.extract_payload(counterfactual, "interact")
+        parsed = parsing.parse_question(payload.value) if payload.ok else payload
+        if not parsed.ok:
+            self._cf_as_missing += 1
+            return None
+        real, alternative = terms(question), terms(parsed.value)
+        union = real | alternative
+        overlap = len(real & alternative) / len(union) if union else 1.0
+        copied = overlap >= self.cf_as_max_overlap
+        self._cf_as_copies += int(copied)
+        return copied
+
+    async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
         query = self._open_turn(text, parsing.parse_question)
         self._cf_text = None
         if not query.ok:
@@ -140,8 +173,9 @@ class MediQEnv(ChoiceEpisode):
             source, error = reply.source, reply.error
             new = [i for i in dict.fromkeys(reply.ids) if i in open_ids][: self.max_facts]
         self._revealed.update(new)
-        good = bool(new) and not repeat
-        self._n_informative += int(good)
+        belief_independent = self._belief_independent(question, counterfactual)
+        good = bool(new) and not repeat and not belief_independent
+        self._n_informative += int(bool(new) and not repeat)
         shown = [] if self.feedback_ablation else [self.facts[i] for i in new]
         if new:
             self._cf_text = prompts.patient_answer([]) + "\n" + prompts.update_instruction()
@@ -154,6 +188,7 @@ class MediQEnv(ChoiceEpisode):
             new_fact_ids=[i + 1 for i in new],
             informative=bool(new),
             repeat=repeat,
+            belief_independent=belief_independent,
             user_source=source,
             user_error=error,
         )
@@ -190,5 +225,8 @@ class MediQEnv(ChoiceEpisode):
             **self._choice_proxies(),
             "cf_checks": float(self._cf_checks),
             "cf_missing": float(self._cf_missing),
+            "cf_as_checks": float(self._cf_as_checks),
+            "cf_as_missing": float(self._cf_as_missing),
+            "cf_as_belief_independent": float(self._cf_as_copies),
             **self.user.stats.as_dict("user_"),
         }

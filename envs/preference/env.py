@@ -111,7 +111,7 @@ class PreferenceEnv(Episode):
     def _opening(self) -> str:
         return prompts.item_table(self.items.astype(int), self.attribute_names)
 
-    async def act(self, text: str) -> StepResult:
+    async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
         query = self._open_turn(
             text, lambda payload: parsing.parse_pair_query(payload, self.n_items, self.n_attrs, self.subset_size)
         )

@@ -286,3 +286,48 @@ def test_make_env_builds_from_row_with_user_options():
         make_env("mediq", info, 0, user_colour="blue")
     with pytest.raises(ValueError):
         make_env("mediq", info, 0, user="oracle")
+
+
+def _cf_env(**options):
+    return make(counterfactual_as=True, **options)
+
+
+@pytest.mark.parametrize(
+    "counterfactual, critique, copied",
+    [
+        ("<interact>Do you have a fever?</interact>", -1, True),  # the same question whatever the belief
+        ("<interact>Have you lost weight recently?</interact>", 1, False),  # the belief changed the question
+    ],
+)
+def test_counterfactual_as_marks_belief_independent_questions(counterfactual, critique, copied):
+    env = _cf_env(user=Scripted([1], [2]))  # both questions bring a new fact
+    assert env.counterfactual_belief() is None  # no belief before the first question
+    first = act(env, "Do you have a cough?")
+    update(env, "0.25, 0.25, 0.25, 0.25", counterfactual="<interact>0.25, 0.25, 0.25, 0.25</interact>")
+    assert env.counterfactual_belief() == "<interact>0.25, 0.25, 0.25, 0.25</interact>"
+    step = asyncio.run(env.act("<interact>Do you have a fever?</interact>", counterfactual=counterfactual))
+    assert step.info["belief_independent"] is copied and step.info["informative"]
+    assert step.critique == critique
+    assert env.proxies()["cf_as_belief_independent"] == float(copied)
+    assert first.info["belief_independent"] is None  # first question: nothing to compare
+
+
+def test_counterfactual_as_missing_or_garbage_is_counted_and_changes_nothing():
+    for counterfactual in (None, "<interact></interact>", "\x00" * 50):
+        env = _cf_env(user=Scripted([1], [2]))
+        act(env, "Do you have a cough?")
+        update(env, "0.25, 0.25, 0.25, 0.25", counterfactual="<interact>0.25, 0.25, 0.25, 0.25</interact>")
+        plain = make(user=Scripted([1], [2]))
+        act(plain, "Do you have a cough?")
+        update(plain, "0.25, 0.25, 0.25, 0.25", counterfactual="<interact>0.25, 0.25, 0.25, 0.25</interact>")
+        step = asyncio.run(env.act("<interact>Do you have a fever?</interact>", counterfactual=counterfactual))
+        reference = asyncio.run(plain.act("<interact>Do you have a fever?</interact>"))
+        assert step.critique == reference.critique == 1
+        assert env.proxies()["cf_as_missing"] == 1.0
+
+
+def test_counterfactual_as_is_off_by_default():
+    env = make()
+    act(env, "Do you have a cough?")
+    update(env, "0.25, 0.25, 0.25, 0.25", counterfactual="<interact>0.25, 0.25, 0.25, 0.25</interact>")
+    assert env.counterfactual_belief() is None

@@ -106,3 +106,31 @@ async def test_flodial_episode_with_offline_user(chat_tokenizer):
 def test_unknown_task_in_a_row_fails_clearly(chat_tokenizer):
     with pytest.raises(KeyError, match="unknown task 'nope'"):
         make_env("nope", {"task": "nope"}, 0)
+
+
+async def test_mediq_counterfactual_action_replaces_the_latest_belief(chat_tokenizer):
+    row = {**MEDIQ, "max_turns": 2}
+    env = make_env("mediq", row, row["seed"])
+    texts = [
+        "<interact>Do you have a fever?</interact>",          # turn 1 action (no belief yet: no counterfactual)
+        "<interact>0.1, 0.2, 0.1, 0.1</interact>",            # counterfactual update
+        "<interact>0.1, 0.7, 0.1, 0.1</interact>",            # real update
+        "<interact>Do you have muscle aches?</interact>",     # counterfactual action (belief replaced)
+        "<interact>Do you have muscle aches?</interact>",     # real action: the same question -> AS -1
+        "<interact>0.1, 0.2, 0.1, 0.1</interact>",            # counterfactual update
+        "<interact>0.1, 0.9, 0.1, 0.1</interact>",            # real update
+        "<answer>0.1, 0.9, 0.1, 0.1</answer>",
+    ]
+    server = ScriptedServer(chat_tokenizer, texts)
+    loop = _loop(chat_tokenizer, server)
+    loop.settings = type(loop.settings)(**{**loop.settings.__dict__, "env_options": {"user": "offline", "counterfactual_as": True}})
+    output = await loop.run({}, raw_prompt=env.initial_messages(), extra_info=row)
+    record = output.extra_fields[RECORDS_KEY]
+    assert record["channel"][:4] == ["as", "bt", "as", "bt"]
+    assert record["label"][0] == 1 and record["label"][2] == -1  # informative, but not chosen from the belief
+    cf_action_prompt = server.prompts[3]
+    assert "0.25, 0.25, 0.25, 0.25" in cf_action_prompt and "0.1, 0.7, 0.1, 0.1" not in cf_action_prompt
+    assert "0.1, 0.7, 0.1, 0.1" in server.prompts[4]  # the real action saw the real belief
+    info = output.extra_fields["reward_extra_info"]
+    assert info["counterfactual_generations"] == 3.0 and info["proxy_cf_as_belief_independent"] == 1.0
+    assert info["proxy_n_informative"] == 2.0  # both questions brought new facts: the -1 is the counterfactual rule
