@@ -42,6 +42,8 @@ def validate_arew_setup(config) -> None:
             f"(arew_gae, arew_grpo or arew_<any registered estimator>), got '{estimator}'"
         )
     register_arew_estimator(base)
+    if algorithm.get("use_pf_ppo", False):
+        raise ValueError("algorithm.use_pf_ppo: verl's PF-PPO reweighting is not supported with AReW estimators")
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
 

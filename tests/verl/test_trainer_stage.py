@@ -128,5 +128,7 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(
             _compose("algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.agent.default_agent_loop=arew_agent")
         )
+    with pytest.raises(ValueError, match="algorithm.use_pf_ppo"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.use_pf_ppo=true"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
