@@ -29,6 +29,7 @@ class _Prepared:
     model_mask: torch.Tensor
     token_counts: torch.Tensor
     factor: float
+    stats: dict[str, float]
 
 
 def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig, step: int) -> _Prepared:
@@ -37,12 +38,12 @@ def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig
             f"response_mask has {response_mask.shape[0]} rows but the critique records describe {segments.batch_size} samples"
         )
     model_mask = (response_mask.cpu() > 0).float()
-    return _Prepared(
-        label=transform_labels(segments, config, step),
-        model_mask=model_mask,
-        token_counts=model_token_counts(segments, model_mask),
-        factor=schedule_factor(config.schedule, step),
-    )
+    label = transform_labels(segments, config, step)
+    token_counts = model_token_counts(segments, model_mask)
+    factor = schedule_factor(config.schedule, step)
+    stats = critique_stats(segments, label, token_counts, model_mask, config.grouping)
+    stats["arew/strength_factor"] = factor
+    return _Prepared(label, model_mask, token_counts, factor, stats)
 
 
 def reweight_advantages(
@@ -59,8 +60,7 @@ def reweight_advantages(
         prep.label, segments, config.grouping, config.weighting, lambdas, prep.token_counts
     )
     per_token = spread_over_spans(per_decision, segments, prep.model_mask)
-    stats = critique_stats(segments, prep.label, prep.token_counts, prep.model_mask, config.grouping)
-    stats["arew/strength_factor"] = prep.factor
+    stats = prep.stats
     stats["arew/abs_coef_per_token"] = float((per_decision.abs() * prep.token_counts).sum()) / max(
         float(prep.model_mask.sum()), 1.0
     )
@@ -82,8 +82,7 @@ def add_intermediate_rewards(
     bonus = (config.reward_coef * prep.factor) * prep.label[placed].double()
     shaped = torch.zeros(prep.model_mask.shape, dtype=torch.float64)
     shaped.index_put_((segments.sample[placed], last[placed]), bonus, accumulate=True)
-    stats = critique_stats(segments, prep.label, prep.token_counts, prep.model_mask, config.grouping)
-    stats["arew/strength_factor"] = prep.factor
+    stats = prep.stats
     stats["arew/intermediate_reward_per_traj"] = float(bonus.sum() / max(segments.batch_size, 1))
     stats["arew/decisions_without_model_tokens"] = float((~placed).sum())
     shaped = shaped.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
