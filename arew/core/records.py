@@ -67,17 +67,6 @@ class Segments:
     def count(self) -> torch.Tensor:
         return self.count_per_sample[self.sample]
 
-    def with_labels(self, label: torch.Tensor) -> Segments:
-        return Segments(
-            self.sample,
-            self.start,
-            self.end,
-            self.channel,
-            label,
-            self.batch_size,
-            self.dropped_samples,
-            self.samples_without_records,
-        )
 
 
 def _sample_error(record: object) -> str | None:
