@@ -68,7 +68,6 @@ class Segments:
         return self.count_per_sample[self.sample]
 
 
-
 def _sample_error(record: object) -> str | None:
     """Why one sample's record is malformed, or None; cheap checks that need Python types."""
     if not isinstance(record, Mapping):
