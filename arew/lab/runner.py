@@ -1,7 +1,7 @@
 """``arew lab``: train every (variant, seed) pair, then write the table, curves and logs.
 
-Runs are independent and single-threaded, so with more than one worker they are spread
-over forked processes (one torch thread each); the progress bar counts training steps.
+Runs are independent and single-threaded (``train_run`` pins one torch thread), so with
+more than one worker they are spread over forked processes; the progress bar counts steps.
 ``arew.cli`` imports this module to build its parser, so training (and verl) is imported
 only when the lab actually runs, keeping ``arew --help`` fast.
 """
@@ -88,11 +88,8 @@ def build_config(args: argparse.Namespace) -> LabConfig:
 
 
 def _init_worker(progress) -> None:
-    import torch
-
     global _progress_queue
     _progress_queue = progress
-    torch.set_num_threads(1)
 
 
 def _run_job(job: tuple[LabConfig, str, int]):

@@ -130,8 +130,19 @@ def train_run(
     """Train ``variant`` from ``seed`` for ``config.steps`` steps and evaluate on held-out tasks.
 
     The seed fixes the task split, the initial weights, the sampled actions and the critique
-    noise, so a run is reproducible; variants sharing a seed see the same tasks.
+    noise, so a run is reproducible; variants sharing a seed see the same tasks. The run uses
+    one torch thread whatever the caller's setting: reductions split over several threads
+    round differently, and results must not depend on the machine or the worker count.
     """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(config, variant, seed, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[int], None] | None) -> RunResult:
     started = time.perf_counter()
     torch.manual_seed(seed)
     spec = VARIANTS[config.task]

@@ -1,9 +1,11 @@
 """Everything that couples AReW to verl 0.9.1 lives in this subpackage.
 
 Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators, the
-``arew`` v1 trainer mode and the ``arew_agent`` agent loop. verl imports it in every process through the ``verl.plugins``
-entry point, and swallows plugin errors at DEBUG level; so a failure here is logged at
-ERROR with its traceback, printed to stderr, and re-raised.
+``arew`` v1 trainer mode, the ``arew_agent`` agent loop and the ``cpu`` platform (with
+``VERL_PLATFORM=cpu`` also the rest of the CPU backend, :mod:`arew.verl_plugin.cpu`). verl
+imports it in every process through the ``verl.plugins`` entry point, and swallows plugin
+errors at DEBUG level; so a failure here is logged at ERROR with its traceback, printed to
+stderr, and re-raised.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import traceback
 logger = logging.getLogger("arew")
 
 try:
+    # first: the CPU platform must be registered before anything reads verl's device
+    from arew.verl_plugin import cpu
+
+    if cpu.selected():
+        cpu.activate()
+
     from arew.verl_plugin.agent_loop import CritiqueAgentLoop
     from arew.verl_plugin.estimators import register_arew_estimator
     from arew.verl_plugin.trainer import AReWTrainer

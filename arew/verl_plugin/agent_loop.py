@@ -105,6 +105,19 @@ class _Episode:
     truncated: bool = False
     generation_calls: int = 0
     counterfactual_calls: int = 0
+    weight_versions: list[int] = field(default_factory=list)
+
+    def note_generation(self, output) -> None:
+        """Record the weight version (trainer global step) a generation came from, as verl's own loops do."""
+        for key in ("min_global_steps", "global_steps", "max_global_steps"):
+            version = output.extra_fields.get(key)
+            if version is not None:
+                self.weight_versions.append(int(version))
+
+    def weight_version_fields(self) -> dict[str, int | None]:
+        """``min/max_global_steps`` for verl's staleness tags and step metrics (None if the server reports none)."""
+        versions = self.weight_versions
+        return {"min_global_steps": min(versions, default=None), "max_global_steps": max(versions, default=None)}
 
 
 def episode_seed(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> int:
@@ -158,6 +171,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 EPISODE_INFO_KEY: info,
+                **episode.weight_version_fields(),
             },
         )
         return output
@@ -223,6 +237,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
         output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params)
         episode.counterfactual_calls += 1
+        episode.note_generation(output)
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 
     def _remaining(self, episode: _Episode) -> int:
@@ -244,6 +259,7 @@ class CritiqueAgentLoop(AgentLoopBase):
                 request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
             )
         episode.generation_calls += 1
+        episode.note_generation(output)
         if output.num_preempted is not None:
             metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) + output.num_preempted
         before = len(episode.response_mask)

@@ -1,0 +1,228 @@
+"""The ``hf`` rollout backend: verl's server-mode rollout interface over plain transformers.
+
+verl 0.9.1's rollouts are servers (vLLM, SGLang, TensorRT-LLM), all GPU-only. This backend
+fits the same three places verl plugs a backend into:
+
+- :class:`HFRolloutServer`, a Ray actor holding a copy of the policy. Agent loops call its
+  ``generate`` through verl's ``LLMServerClient`` and get a ``TokenOutput`` (token ids, the
+  sampled tokens' log-probs under the sampling temperature, ``global_steps``). Requests are
+  served one at a time, each seeded from (rollout seed, request count).
+- :class:`HFReplica`, the ``RolloutReplica`` that starts one server per replica, on the node of
+  the training worker it belongs to.
+- :class:`HFServerAdapter`, the ``BaseRollout`` inside the training worker: on every weight sync
+  it gathers the actor's full tensors and loads them into the server, then tags the server with
+  the trainer's global step.
+
+Sampling is transformers' ``generate`` (temperature, top-p, top-k, repetition penalty, stop
+strings, max tokens), not vLLM's sampler: the same distribution, not the same random stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+
+import ray
+import torch
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+logger = logging.getLogger(__name__)
+
+BACKEND_NAME = "hf"
+SUPPORTED_SAMPLING_KEYS = {
+    "temperature", "top_p", "top_k", "max_tokens", "max_new_tokens", "stop", "logprobs", "repetition_penalty",
+}  # fmt: skip
+
+
+def server_actor_name(replica_rank: int) -> str:
+    return f"{BACKEND_NAME}_server_{replica_rank}"
+
+
+class HFRolloutServer:
+    """One policy copy that generates token-in, token-out; its weights follow the actor's."""
+
+    def __init__(
+        self, model_path: str, tokenizer_path: str, trust_remote_code: bool, max_model_len: int, response_length: int, seed: int
+    ):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, trust_remote_code=trust_remote_code)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, torch_dtype=torch.float32, attn_implementation="sdpa", trust_remote_code=trust_remote_code
+        ).eval()
+        self.max_model_len = max_model_len
+        self.response_length = response_length
+        self.seed = seed
+        self.global_steps: int | None = None
+        self.requests = 0
+        self.weight_loads = 0
+        self._lock = threading.Lock()  # one generation at a time, and never during a weight load
+        self._warned_keys: set[str] = set()
+
+    def _sampling(self, prompt_len: int, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        unknown = set(params) - SUPPORTED_SAMPLING_KEYS - self._warned_keys
+        if unknown:
+            logger.warning("hf rollout ignores sampling parameters %s", sorted(unknown))
+            self._warned_keys |= unknown
+        room = self.max_model_len - prompt_len
+        if room < 1:
+            raise ValueError(f"hf rollout: prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
+        max_tokens = params.get("max_tokens", params.get("max_new_tokens")) or self.response_length
+        temperature = float(params.get("temperature", 1.0))
+        top_k = int(params.get("top_k") or 0)
+        options = dict(
+            max_new_tokens=max(1, min(int(max_tokens), room)),
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=float(params.get("top_p", 1.0)) if temperature > 0 else None,
+            top_k=max(top_k, 0) if temperature > 0 else None,  # vLLM's -1 (off) is transformers' 0
+            repetition_penalty=float(params.get("repetition_penalty", 1.0)),
+            stop_strings=list(params.get("stop") or []) or None,
+            eos_token_id=self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id,
+            pad_token_id=self.tokenizer.pad_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        return options, (temperature if temperature > 0 else 1.0)
+
+    def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> tuple[list[int], list[float]]:
+        from transformers import GenerationConfig
+
+        options, temperature = self._sampling(len(prompt_ids), params)
+        stop_strings = options.pop("stop_strings")
+        with self._lock, torch.inference_mode():
+            self.requests += 1
+            torch.manual_seed(self.seed * 1_000_003 + self.requests)
+            inputs = torch.tensor([prompt_ids], dtype=torch.long)
+            out = self.model.generate(
+                input_ids=inputs,
+                attention_mask=torch.ones_like(inputs),
+                generation_config=GenerationConfig(**options),
+                stop_strings=stop_strings,
+                tokenizer=self.tokenizer if stop_strings else None,
+            )
+        tokens = out.sequences[0, inputs.shape[1] :]
+        logits = torch.stack(out.logits, dim=1)[0, : tokens.shape[0]].float() / temperature
+        log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
+        return tokens.tolist(), log_probs.tolist()
+
+    async def generate(self, prompt_ids, sampling_params: dict[str, Any], request_id: str, **kwargs) -> TokenOutput:
+        if any(kwargs.get(key) is not None for key in ("image_data", "video_data", "audio_data")):
+            raise NotImplementedError("hf rollout: multi-modal inputs are not supported")
+        params = dict(sampling_params)
+        want_log_probs = bool(params.get("logprobs", False))
+        tokens, log_probs = await asyncio.to_thread(self._generate, [int(t) for t in prompt_ids], params)
+        return TokenOutput(
+            token_ids=tokens,
+            log_probs=log_probs if want_log_probs else None,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    def _load(self, state: dict[str, torch.Tensor]) -> None:
+        own = self.model.state_dict()
+        unknown = sorted(set(state) - set(own))
+        if unknown:
+            raise KeyError(f"hf rollout: the actor sent weights the rollout model does not have: {unknown[:5]}")
+        tied = {name for name, p in own.items() if any(p.data_ptr() == own[o].data_ptr() for o in state if o != name)}
+        missing = sorted(set(own) - set(state) - tied)
+        if missing:
+            raise KeyError(f"hf rollout: the weight sync did not include {missing[:5]}")
+        with self._lock, torch.no_grad():
+            self.model.load_state_dict(state, strict=False)
+            self.weight_loads += 1
+
+    async def update_weights(self, state: dict[str, torch.Tensor], global_steps: int | None = None) -> None:
+        await asyncio.to_thread(self._load, state)
+        if global_steps is not None:
+            self.global_steps = global_steps
+
+    async def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    async def stats(self) -> dict[str, Any]:
+        return {"requests": self.requests, "weight_loads": self.weight_loads, "global_steps": self.global_steps}
+
+    async def _nothing(self, *args, **kwargs) -> None:
+        """The weights stay resident and nothing is cached between requests: memory calls have nothing to do."""
+
+    wake_up = sleep = clear_kv_cache = release_kv_cache = resume_kv_cache = _nothing
+    abort_all_requests = resume_generation = start_profile = stop_profile = _nothing
+
+
+class HFReplica(RolloutReplica):
+    """One :class:`HFRolloutServer` per replica, placed on its training worker's node."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.world_size != 1:
+            raise ValueError(
+                "actor_rollout_ref.rollout: the hf backend runs each replica in one process; set "
+                f"tensor_model_parallel_size, data_parallel_size and pipeline_model_parallel_size to 1 (world size {self.world_size})"
+            )
+
+    async def launch_servers(self):
+        if self.rollout_mode is None or not self.workers:
+            raise NotImplementedError("hf rollout: only the hybrid mode (rollout inside the training workers) is supported")
+        node_id = await self.workers[0].__ray_call__.remote(lambda worker: ray.get_runtime_context().get_node_id())
+        config, model = self.config, omega_conf_to_dataclass(self.model_config)
+        server = (
+            ray.remote(HFRolloutServer)
+            .options(
+                name=server_actor_name(self.replica_rank) + self.name_suffix,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+                max_concurrency=self.max_concurrency,
+                num_cpus=0,
+            )
+            .remote(
+                model_path=model.local_path,
+                tokenizer_path=model.local_tokenizer_path,
+                trust_remote_code=model.trust_remote_code,
+                max_model_len=config.max_model_len or config.prompt_length + config.response_length,
+                response_length=config.response_length,
+                seed=config.seed + self.replica_rank if config.seed is not None else self.replica_rank,
+            )
+        )
+        await server.stats.remote()  # surfaces a failed model load here, not at the first request
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"{BACKEND_NAME}-replica-{self.replica_rank}{self.name_suffix}"
+
+
+class HFServerAdapter(BaseRollout):
+    """Inside the training worker: hands the actor's weights to its replica's server on every sync."""
+
+    def __init__(self, config, model_config, device_mesh, replica_rank: int = -1, **kwargs):
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", 0))
+        self.replica_rank = rank if replica_rank == -1 else replica_rank  # one process per replica
+        self._server = None
+
+    def _server_handle(self):
+        if self._server is None:
+            self._server = ray.get_actor(server_actor_name(self.replica_rank))
+        return self._server
+
+    async def resume(self, tags: list[str]):
+        return None
+
+    async def release(self):
+        return None
+
+    async def update_weights(self, weights, global_steps: int | None = None, wire_format: str = "named_tensors", **kwargs):
+        if wire_format != "named_tensors":
+            raise NotImplementedError(f"hf rollout: weight sync wire_format={wire_format!r} is not supported; use the naive checkpoint engine")
+        if kwargs.get("peft_config") is not None:
+            raise NotImplementedError("hf rollout: LoRA adapters are synced merged only; set actor_rollout_ref.model.lora.merge=True")
+        state = {}
+        for name, tensor in weights:
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            state[name] = tensor.detach().to("cpu", copy=True)
+        await self._server_handle().update_weights.remote(state, global_steps)
