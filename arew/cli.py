@@ -1,4 +1,4 @@
-"""``arew``: the project's command line (data preparation, the CPU self-locking lab)."""
+"""``arew``: the project's command line (data preparation, the CPU self-locking lab, the CPU smoke run)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     lab = commands.add_parser("lab", help="reproduce self-locking and AReW's escape on the CPU (minutes)")
     add_lab_arguments(lab)
     lab.set_defaults(func=lab_main)
+
+    from arew.verl_plugin.smoke import add_arguments as add_smoke_arguments
+    from arew.verl_plugin.smoke import main as smoke_main
+
+    smoke = commands.add_parser("smoke", help="run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)")
+    add_smoke_arguments(smoke)
+    smoke.set_defaults(func=smoke_main)
     return parser
 
 

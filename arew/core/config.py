@@ -57,6 +57,7 @@ class AReWConfig:
     lam_bt: float | None = None
     reward_coef: float = 0.1
     on_invalid: str = "raise"
+    dump_dir: str | None = None
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     window: WindowConfig = field(default_factory=WindowConfig)
@@ -125,6 +126,11 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
             _fail(key, f"must be -1, 0 or 1, got {value!r}")
         return value
 
+    def optional_folder(key, value):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            _fail(key, f"expected a folder path or null, got {value!r}")
+        return value
+
     def channels(key, value):
         # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false.
         return _choice(key, "off" if value is False else value, CHANNEL_SETS)
@@ -139,6 +145,7 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
         "lam_bt": optional_lam,
         "reward_coef": lambda k, v: _number(k, v),
         "on_invalid": lambda k, v: _choice(k, v, ON_INVALID),
+        "dump_dir": optional_folder,
         "schedule": lambda k, v: _section(
             ScheduleConfig,
             v,

@@ -29,7 +29,6 @@ import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
@@ -95,6 +94,7 @@ class _Episode:
 
     runtime_ids: list[int]
     messages: list[dict[str, str]]
+    request_id: str = ""
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -152,8 +152,9 @@ class CritiqueAgentLoop(AgentLoopBase):
                 f"{AGENT_NAME}: prompt of task {task!r} row {extra_info.get('index')} has {len(prompt_ids)} tokens, "
                 f"more than rollout.prompt_length={self.prompt_length}; raise it or set data.filter_overlong_prompts=True"
             )
-        episode = _Episode(runtime_ids=list(prompt_ids), messages=messages)
-        request_id = uuid4().hex
+        # stable per (row, session, step): with rollout.full_determinism the engine sees it and can replay the episode
+        request_id = f"{AGENT_NAME}-{episode_seed(extra_info, kwargs)}-{kwargs.get('global_steps', 0)}"
+        episode = _Episode(runtime_ids=list(prompt_ids), messages=messages, request_id=request_id)
         metrics: dict[str, Any] = {}
 
         final_step = await self._play(env, episode, sampling_params, request_id, metrics)
@@ -235,8 +236,9 @@ class CritiqueAgentLoop(AgentLoopBase):
 
     async def _side_generation(self, episode: _Episode, prompt_ids: list[int], sampling_params) -> str:
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
-        output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params)
         episode.counterfactual_calls += 1
+        request_id = f"{episode.request_id}-counterfactual{episode.counterfactual_calls}"
+        output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids, sampling_params=params)
         episode.note_generation(output)
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 

@@ -11,13 +11,16 @@ buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's o
 from __future__ import annotations
 
 import logging
+import os
 
+import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, AgentLoopSettings
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 
@@ -66,6 +69,7 @@ class AReWTrainer(PPOTrainerSync):
     """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
 
     def __init__(self, config):
+        require_cpu_backend()
         validate_arew_setup(config)
         super().__init__(config)
 
@@ -93,4 +97,19 @@ class AReWTrainer(PPOTrainerSync):
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
+        if config.dump_dir:
+            self._dump_advantages(batch, records, config.dump_dir)
         return batch
+
+    def _dump_advantages(self, batch: KVBatchMeta, records: list, folder: str) -> None:
+        """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask"])
+        payload = {
+            "step": int(self.global_steps),
+            "keys": list(batch.keys),
+            "advantages": list(data["advantages"].unbind()),
+            "response_mask": list(data["response_mask"].unbind()),
+            "records": records,
+        }
+        os.makedirs(folder, exist_ok=True)
+        torch.save(payload, os.path.join(folder, f"advantages_step{int(self.global_steps)}.pt"))

@@ -6,7 +6,9 @@ fits the same three places verl plugs a backend into:
 - :class:`HFRolloutServer`, a Ray actor holding a copy of the policy. Agent loops call its
   ``generate`` through verl's ``LLMServerClient`` and get a ``TokenOutput`` (token ids, the
   sampled tokens' log-probs under the sampling temperature, ``global_steps``). Requests are
-  served one at a time, each seeded from (rollout seed, request count).
+  served one at a time, each seeded from (rollout seed, request id, prompt length): with
+  ``rollout.full_determinism=True`` verl passes the agent loop's stable request ids through and
+  a run replays exactly; otherwise verl sends a fresh id per turn.
 - :class:`HFReplica`, the ``RolloutReplica`` that starts one server per replica, on the node of
   the training worker it belongs to.
 - :class:`HFServerAdapter`, the ``BaseRollout`` inside the training worker: on every weight sync
@@ -23,6 +25,7 @@ import asyncio
 import logging
 import os
 import threading
+import zlib
 from typing import Any
 
 import ray
@@ -91,14 +94,14 @@ class HFRolloutServer:
         )
         return options, (temperature if temperature > 0 else 1.0)
 
-    def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> tuple[list[int], list[float]]:
+    def _generate(self, prompt_ids: list[int], params: dict[str, Any], request_id: str) -> tuple[list[int], list[float]]:
         from transformers import GenerationConfig
 
         options, temperature = self._sampling(len(prompt_ids), params)
         stop_strings = options.pop("stop_strings")
         with self._lock, torch.inference_mode():
             self.requests += 1
-            torch.manual_seed(self.seed * 1_000_003 + self.requests)
+            torch.manual_seed(zlib.crc32(f"{self.seed}:{request_id}:{len(prompt_ids)}".encode()))
             inputs = torch.tensor([prompt_ids], dtype=torch.long)
             out = self.model.generate(
                 input_ids=inputs,
@@ -117,7 +120,7 @@ class HFRolloutServer:
             raise NotImplementedError("hf rollout: multi-modal inputs are not supported")
         params = dict(sampling_params)
         want_log_probs = bool(params.get("logprobs", False))
-        tokens, log_probs = await asyncio.to_thread(self._generate, [int(t) for t in prompt_ids], params)
+        tokens, log_probs = await asyncio.to_thread(self._generate, [int(t) for t in prompt_ids], params, str(request_id))
         return TokenOutput(
             token_ids=tokens,
             log_probs=log_probs if want_log_probs else None,

@@ -1,0 +1,207 @@
+"""``arew smoke``: verl's real ``main_ppo`` for a few steps on a tiny local model, on the CPU backend.
+
+It runs the recipe a GPU user runs (``configs/recipe.yaml`` with the task, algorithm and
+variant groups) plus ``+backend=cpu`` and :data:`SMOKE_OVERRIDES`, in a subprocess with
+``VERL_PLATFORM=cpu``, then reads verl's ``file`` logger and prints a summary. It exits non-zero
+when the run fails or logs fewer training steps than asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+TASKS = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard")
+ALGOS = ("grpo", "gspo", "ppo")
+VARIANTS = ("vanilla", "as_only", "as_bt")
+
+# Sizes that fit a 2-core machine in minutes; everything else is the recipe's.
+SMOKE_OVERRIDES = (
+    "data.train_batch_size=4",
+    "data.val_max_samples=4",
+    "data.max_response_length=512",
+    "actor_rollout_ref.rollout.n=2",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+    "critic.ppo_micro_batch_size_per_gpu=1",
+    "arew_agent.max_tokens_per_turn=16",
+    "arew_agent.feedback_reserve_tokens=128",
+    "trainer.logger=[console,file]",
+    "trainer.val_before_train=false",
+    "trainer.test_freq=-1",
+    "trainer.save_freq=-1",
+    # a random model scores 0: false positives give critiques of both signs, so AReW has something to reweight
+    "algorithm.arew.noise.neg_to_pos_prob=0.5",
+)
+TIMING_KEYS = {
+    "generation": "timing_s/gen",
+    "old log-prob": "timing_s/old_log_prob",
+    "ref": "timing_s/ref",
+    "values": "timing_s/values",
+    "advantage": "timing_s/adv",
+    "critic update": "timing_s/update_critic",
+    "actor update": "timing_s/update_actor",
+    "weight sync": "timing_s/update_weights",
+    "step": "timing_s/step",
+}
+
+
+@dataclass
+class SmokeRun:
+    """One finished run: its folder, exit status, and the training steps verl's file logger wrote."""
+
+    folder: Path
+    returncode: int
+    steps: list[dict[str, float]] = field(default_factory=list)
+    validation: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.folder / "metrics.jsonl"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "main_ppo.log"
+
+
+def tiny_model(folder: Path) -> Path:
+    """The offline tiny Qwen2 and its tokenizer as a Hugging Face folder (built once)."""
+    from arew.tiny_models import build_chat_tokenizer, build_tiny_model
+
+    if not (folder / "config.json").exists():
+        tokenizer = build_chat_tokenizer()
+        build_tiny_model(tokenizer).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def prepare_data(task: str, data_dir: Path, source: str | None) -> None:
+    from envs.registry import prepare_task
+
+    if not (data_dir / task / "train.parquet").exists():
+        prepare_task(task, data_dir / task, n_train=32, n_val=4, n_test=4, seed=0, source=source)
+
+
+def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """(training steps in order, the last validation entry) from verl's file logger JSONL."""
+    steps, validation = [], {}
+    if not path.exists():
+        return steps, validation
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        data = {**entry["data"], "step": entry["step"]}
+        if "training/global_step" in data:
+            steps.append(data)
+        elif any(key.startswith("val-") for key in data):
+            validation = data
+    return steps, validation
+
+
+def command(task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "verl.trainer.main_ppo",
+        "--config-path", str(CONFIG_DIR), "--config-name", "recipe",
+        f"task={task}", f"algo={algo}", f"variant={variant}", "+backend=cpu",
+        f"actor_rollout_ref.model.path={model}",
+        f"trainer.total_training_steps={steps}",
+        f"trainer.default_local_dir={folder / 'checkpoints'}",
+        *SMOKE_OVERRIDES, *overrides,
+    ]  # fmt: skip
+
+
+def run(
+    task: str = "pe-g-s2",
+    algo: str = "grpo",
+    variant: str = "as_bt",
+    out: str | Path = "runs/smoke",
+    steps: int = 2,
+    overrides: list[str] | tuple[str, ...] = (),
+    model: str | Path | None = None,
+    source: str | None = None,
+    timeout: float | None = None,
+    echo: bool = False,
+) -> SmokeRun:
+    """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log)."""
+    folder = Path(out).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    if not CONFIG_DIR.is_dir():
+        raise FileNotFoundError(f"arew smoke needs the project's configs/ folder next to the package (install with pip install -e .); not found: {CONFIG_DIR}")
+    model_dir = Path(model).resolve() if model else tiny_model(folder / "model")
+    data_dir = folder / "data"
+    prepare_data(task, data_dir, source)
+    env = {
+        **os.environ,
+        "VERL_PLATFORM": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "AREW_DATA_DIR": str(data_dir),
+        "VERL_FILE_LOGGER_PATH": str(folder / "metrics.jsonl"),
+    }
+    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides))
+    (folder / "command.txt").write_text(shlex.join(argv) + "\n")
+    (folder / "metrics.jsonl").unlink(missing_ok=True)
+    started = time.perf_counter()
+    with open(folder / "main_ppo.log", "w") as log:
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder)
+        try:
+            for line in process.stdout:
+                log.write(line)
+                if echo:
+                    sys.stdout.write(line)
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = -9
+    result = SmokeRun(folder, returncode, wall_seconds=time.perf_counter() - started)
+    result.steps, result.validation = read_metrics(result.metrics_path)
+    return result
+
+
+def summary(result: SmokeRun) -> str:
+    lines = [f"arew smoke: {len(result.steps)} training steps in {result.wall_seconds:.0f} s (exit {result.returncode})"]
+    for data in result.steps:
+        times = ", ".join(f"{name} {data[key]:.2f}" for name, key in TIMING_KEYS.items() if key in data)
+        lines.append(f"  step {data['step']}: {times} s")
+        counts = " ".join(
+            f"{channel}{{+{data.get(f'arew/{channel}/pos', 0):.0f} 0:{data.get(f'arew/{channel}/zero', 0):.0f} "
+            f"-{data.get(f'arew/{channel}/neg', 0):.0f}}}"
+            for channel in ("as", "bt")
+        )
+        lines.append(
+            f"    reward {data.get('critic/score/mean', float('nan')):.3f}  critiques {counts}  "
+            f"both signs {data.get('arew/both_signs_frac', 0):.2f}  actor/grad_norm {data.get('actor/grad_norm', float('nan')):.4f}"
+        )
+    lines += [f"  metrics: {result.metrics_path}", f"  log:     {result.log_path}"]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", default="pe-g-s2", choices=TASKS)
+    parser.add_argument("--algo", default="grpo", choices=ALGOS)
+    parser.add_argument("--variant", default="as_bt", choices=VARIANTS)
+    parser.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
+    parser.add_argument("--out", default="runs/smoke", help="run folder (default runs/smoke)")
+    parser.add_argument("--model", default=None, help="Hugging Face model folder (default: a tiny random Qwen2 built offline)")
+    parser.add_argument("--source", default=None, help="raw data for mediq / flodial-* (as for arew prepare)")
+    parser.add_argument("--quiet", action="store_true", help="do not echo verl's output")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. algorithm.arew.lam=0.5")
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.steps < 1:
+        raise SystemExit("--steps must be at least 1")
+    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet)
+    print(summary(result))
+    if result.returncode != 0 or len(result.steps) < args.steps:
+        print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)
+        raise SystemExit(1)
