@@ -11,6 +11,7 @@ buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's o
 from __future__ import annotations
 
 import logging
+import netrc
 import os
 
 import torch
@@ -51,6 +52,22 @@ def validate_arew_setup(config) -> None:
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
 
 
+def wandb_offline_without_credentials(config) -> bool:
+    """Switch wandb to offline mode when it would log online without credentials (it would stop the run)."""
+    loggers = config.trainer.get("logger") or []
+    loggers = [loggers] if isinstance(loggers, str) else list(loggers)
+    if "wandb" not in loggers or os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY"):
+        return False
+    try:
+        if netrc.netrc().authenticators("api.wandb.ai"):
+            return False
+    except (FileNotFoundError, netrc.NetrcParseError):
+        pass
+    os.environ["WANDB_MODE"] = "offline"
+    logger.warning("trainer.logger has wandb but no W&B credentials were found: logging offline (wandb sync later, or set WANDB_API_KEY)")
+    return True
+
+
 def episode_metrics(extra_fields: list) -> dict[str, float]:
     """Batch means of the agent loop's per-episode numbers (``reward_extra_info``), under ``episode/``."""
     sums: dict[str, float] = {}
@@ -71,6 +88,7 @@ class AReWTrainer(PPOTrainerSync):
     def __init__(self, config):
         require_cpu_backend()
         validate_arew_setup(config)
+        wandb_offline_without_credentials(config)
         super().__init__(config)
 
     def _build_replay_buffer(self):

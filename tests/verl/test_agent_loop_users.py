@@ -134,3 +134,25 @@ async def test_mediq_counterfactual_action_replaces_the_latest_belief(chat_token
     info = output.extra_fields["reward_extra_info"]
     assert info["counterfactual_generations"] == 3.0 and info["proxy_cf_as_belief_independent"] == 1.0
     assert info["proxy_n_informative"] == 2.0  # both questions brought new facts: the -1 is the counterfactual rule
+
+
+async def test_weight_versions_span_every_generation_counterfactuals_included(chat_tokenizer):
+    """verl's worker tags each sample with min/max_global_steps and its _compute_metrics casts them to int."""
+    env = make_env("mediq", MEDIQ, MEDIQ["seed"])
+    texts = [
+        "<interact>Do you have a fever?</interact>",
+        "<interact>0.1, 0.2, 0.1, 0.1</interact>",  # the counterfactual update, served with weights of step 3
+        "<interact>0.1, 0.8, 0.1, 0.1</interact>",
+        "<answer>0.1, 0.8, 0.1, 0.1</answer>",
+    ]
+    versions = iter([5, 3, 6, 7])
+
+    class VersionedServer(ScriptedServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            output = await super().generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+            output.extra_fields = {"global_steps": next(versions)}
+            return output
+
+    output = await _loop(chat_tokenizer, VersionedServer(chat_tokenizer, texts)).run({}, raw_prompt=env.initial_messages(), extra_info=MEDIQ)
+    assert output.extra_fields["reward_extra_info"]["counterfactual_generations"] == 1.0
+    assert output.extra_fields["min_global_steps"] == 3 and output.extra_fields["max_global_steps"] == 7

@@ -1,0 +1,179 @@
+"""verl's real ``main_ppo`` on the CPU backend (``arew smoke``): rollout, reward, AReW advantages,
+actor/critic update, weight sync, validation, checkpoint and resume, each checked in what the run
+wrote (verl's file logger, the advantage dumps, the checkpoints).
+
+Every run starts Ray and verl's workers (about a minute) and trains a tiny random Qwen2 for one or
+two steps. Runs share a module-scoped fixture where several checks read the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from arew.core import collect_segments, parse_config, reweight_advantages
+from arew.verl_plugin import smoke
+
+DETERMINISTIC = (
+    "actor_rollout_ref.rollout.full_determinism=true",  # stable request ids reach the hf server: runs replay
+    "algorithm.arew.noise.seed=3",
+)
+TIMEOUT = 900
+
+
+def _run(folder, *overrides, **kwargs) -> smoke.SmokeRun:
+    result = smoke.run(out=folder, overrides=list(overrides), timeout=TIMEOUT, **kwargs)
+    assert result.returncode == 0, f"main_ppo failed, log tail:\n{result.log_path.read_text()[-6000:]}"
+    return result
+
+
+def _dump(result: smoke.SmokeRun, step: int) -> dict:
+    payload = torch.load(result.folder / "dumps" / f"advantages_step{step}.pt", weights_only=False)
+    order = sorted(range(len(payload["keys"])), key=lambda i: payload["keys"][i])
+    return {name: [payload[name][i] for i in order] for name in ("keys", "advantages", "response_mask", "records")}
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="module")
+def grpo(runs_dir):
+    """GRPO as+bt: validation first, a large learning rate (so a missed sync would show), checkpoints every step."""
+    return _run(
+        runs_dir / "grpo",
+        *DETERMINISTIC,
+        "actor_rollout_ref.actor.optim.lr=0.05",
+        "trainer.val_before_train=true",
+        "trainer.save_freq=1",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        f"algorithm.arew.dump_dir={runs_dir / 'grpo' / 'dumps'}",
+    )
+
+
+def test_grpo_steps_log_arew_and_episode_metrics(grpo):
+    assert [s["step"] for s in grpo.steps] == [1, 2]
+    for step in grpo.steps:
+        for key in ("arew/as/pos", "arew/bt/neg", "arew/both_signs_frac", "arew/abs_coef_per_token",
+                    "episode/decisions/mean", "episode/proxy_i_as/mean", "episode/response_tokens/mean"):  # fmt: skip
+            assert key in step, key
+        assert step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
+        assert step["arew/records_dropped"] == 0 and step["arew/samples_without_records"] == 0
+        # the crash this backend found: weight versions reach verl's _compute_metrics as ints
+        assert step["training/off_policy/trajectory_staleness/max"] == 0
+
+
+def test_validation_logs_per_data_source(grpo):
+    assert grpo.validation["step"] == 0
+    assert "val-core/arew/pe-g-s2/reward/mean@1" in grpo.validation
+    assert any(key.startswith("val-aux/arew/pe-g-s2/proxy_i_as") for key in grpo.validation)
+
+
+def test_rollout_follows_the_actor_weights(grpo):
+    """After a large update the rollout's log-probs still match the actor's: the weights were synced."""
+    step2 = grpo.steps[1]
+    assert step2["training/rollout_actor_probs_pearson_corr"] > 0.99
+    assert step2["rollout_corr/log_ppl_abs_diff"] < 0.05
+
+
+def test_actor_weights_change(grpo):
+    before = load_file(grpo.folder / "model" / "model.safetensors")
+    after = load_file(grpo.folder / "checkpoints" / "global_step_2" / "actor" / "huggingface" / "model.safetensors")
+    assert before.keys() == after.keys()
+    changed = [name for name in before if not torch.equal(before[name].float(), after[name].float())]
+    assert len(changed) > len(before) // 2
+
+
+def test_advantages_differ_from_vanilla_exactly_where_the_records_say(grpo, runs_dir):
+    """Same seed, same rollouts: AReW's step-1 advantages are verl's plus the critique coefficients."""
+    vanilla = _run(
+        runs_dir / "vanilla",
+        *DETERMINISTIC,
+        f"algorithm.arew.dump_dir={runs_dir / 'vanilla' / 'dumps'}",
+        variant="vanilla",
+        steps=1,
+        model=grpo.folder / "model",
+    )
+    ours, theirs = _dump(grpo, 1), _dump(vanilla, 1)
+    assert ours["keys"] == theirs["keys"] and ours["records"] == theirs["records"]
+    lengths = torch.tensor([len(m) for m in ours["response_mask"]])
+    width = int(lengths.max())
+    pad = lambda rows: torch.stack([torch.nn.functional.pad(r.float(), (0, width - len(r))) for r in rows])  # noqa: E731
+    mask, base, reweighted = pad(ours["response_mask"]), pad(theirs["advantages"]), pad(ours["advantages"])
+    config = parse_config({"channels": "as+bt", "weighting": "minority_fixed", "lam": 0.2, "noise": {"neg_to_pos_prob": 0.5, "seed": 3}})
+    segments = collect_segments(ours["records"], lengths)
+    expected, _ = reweight_advantages(base, mask, segments, config, step=1)
+    assert torch.allclose(reweighted, expected, atol=1e-6)
+    changed = (reweighted - base).abs() > 1e-9
+    assert changed.any()
+    inside = torch.zeros_like(changed)
+    for row, record in enumerate(ours["records"]):
+        for start, end in zip(record["start"], record["end"]):
+            inside[row, start:end] = True
+    assert not (changed & ~inside).any()  # nothing moves outside a recorded decision
+
+
+def test_resume_continues_with_the_same_schedule_and_noise(grpo, runs_dir):
+    folder = runs_dir / "resumed"
+    (folder / "checkpoints").mkdir(parents=True)
+    shutil.copytree(grpo.folder / "checkpoints" / "global_step_1", folder / "checkpoints" / "global_step_1")
+    (folder / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("1")
+    resumed = _run(
+        folder,
+        *DETERMINISTIC,
+        "actor_rollout_ref.actor.optim.lr=0.05",
+        "trainer.resume_mode=auto",
+        f"algorithm.arew.dump_dir={folder / 'dumps'}",
+        model=grpo.folder / "model",
+    )
+    assert [s["step"] for s in resumed.steps] == [2]
+    assert not (folder / "dumps" / "advantages_step1.pt").exists()
+    ours, theirs = _dump(resumed, 2), _dump(grpo, 2)
+    assert ours["keys"] == theirs["keys"] and ours["records"] == theirs["records"]
+    for a, b in zip(ours["advantages"], theirs["advantages"]):
+        assert torch.allclose(a, b, atol=1e-6)
+    for key in ("arew/as/pos", "arew/as/neg", "arew/bt/pos", "arew/bt/neg", "arew/strength_factor", "arew/abs_coef_per_token"):
+        assert resumed.steps[0][key] == pytest.approx(grpo.steps[1][key]), key
+
+
+@pytest.mark.parametrize("algo", ["gspo", "ppo"])
+def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
+    result = _run(runs_dir / algo, algo=algo)
+    assert [s["step"] for s in result.steps] == [1, 2]
+    for step in result.steps:
+        assert step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0 and "episode/decisions/mean" in step
+        if algo == "ppo":
+            assert "critic/vf_loss" in step and "timing_s/update_critic" in step
+    if algo == "gspo":
+        command = (result.folder / "command.txt").read_text()
+        assert "algo=gspo" in command
+
+
+def _mediq_case(i: int) -> dict:
+    findings = ["a productive cough", "a fever of 39 C", "crackles over the right lower lobe", "no recent travel"]
+    return {
+        "id": i,
+        "question": "Which of the following is the most likely diagnosis?",
+        "context": [f"A {30 + i}-year-old man comes to the clinic.", "He has been unwell for three days."],
+        "options": {"A": "Asthma", "B": "Pneumonia", "C": "Bronchitis", "D": "Tuberculosis"},
+        "answer_idx": "B",
+        "facts": [f"Patient is a {30 + i}-year-old man."] + [f"He has {f}." for f in findings],
+    }
+
+
+def test_mediq_with_the_offline_patient(runs_dir):
+    source = runs_dir / "mediq.jsonl"
+    source.write_text("\n".join(json.dumps(_mediq_case(i)) for i in range(40)) + "\n")
+    result = _run(
+        runs_dir / "mediq", "arew_agent.env_options.user=offline", "data.max_prompt_length=4096",
+        task="mediq", steps=1, source=str(source),
+    )  # fmt: skip
+    step = result.steps[0]
+    assert step["arew/decisions"] > 0 and step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
+    assert "episode/proxy_fact_coverage/mean" in step and step["episode/counterfactual_generations/mean"] >= 0
