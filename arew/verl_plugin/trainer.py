@@ -22,6 +22,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
+from arew.verl_plugin.cpu import selected as cpu_backend_selected
 from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, AgentLoopSettings
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 
@@ -38,6 +39,15 @@ def validate_arew_setup(config) -> None:
     rollout = config.actor_rollout_ref.rollout
     if rollout.get("agent", {}).get("default_agent_loop") == AGENT_NAME:
         settings.check_budget(rollout.response_length)
+    rollout_gpus = rollout.tensor_model_parallel_size * rollout.get("data_parallel_size", 1)
+    gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    if rollout_gpus > gpus:
+        raise ValueError(
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size: {rollout.tensor_model_parallel_size} GPUs per rollout "
+            f"replica but trainer.n_gpus_per_node * trainer.nnodes = {gpus}; set it to {gpus} or fewer (1 on a 1-GPU node)"
+        )
+    if rollout.get("name", None) == "hf" and not cpu_backend_selected():
+        raise ValueError("actor_rollout_ref.rollout.name: the hf rollout is part of the CPU backend; set VERL_PLATFORM=cpu (or use arew smoke)")
     estimator = algorithm.adv_estimator
     base = base_estimator_name(estimator)
     if base is None:

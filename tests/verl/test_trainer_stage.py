@@ -1,5 +1,6 @@
 """The AReW trainer's advantage stage against verl's real TransferQueue, on CPU."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
 from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
-from arew.verl_plugin.trainer import AReWTrainer, validate_arew_setup
+from arew.verl_plugin.trainer import AReWTrainer, validate_arew_setup, wandb_offline_without_credentials
 
 ROOT = Path(__file__).resolve().parents[2]
 LENGTHS = [7, 6, 4, 8]
@@ -130,5 +131,22 @@ def test_start_up_validation_names_keys():
         )
     with pytest.raises(ValueError, match="algorithm.use_pf_ppo"):
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.use_pf_ppo=true"))
+    with pytest.raises(ValueError, match="tensor_model_parallel_size: 2 GPUs per rollout replica .* = 1; set it to 1"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "trainer.n_gpus_per_node=1"))
+    with pytest.raises(ValueError, match="rollout.name: the hf rollout is part of the CPU backend"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.name=hf"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
+
+
+def test_wandb_goes_offline_without_credentials(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    config = _compose("trainer.logger=[console,wandb]")
+    assert wandb_offline_without_credentials(config) and os.environ["WANDB_MODE"] == "offline"
+    monkeypatch.delenv("WANDB_MODE")
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    assert not wandb_offline_without_credentials(config) and "WANDB_MODE" not in os.environ
+    assert not wandb_offline_without_credentials(_compose("trainer.logger=[console]"))
