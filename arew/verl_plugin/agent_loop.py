@@ -10,7 +10,9 @@ than through verl's thread-pool wrappers: a merge costs about 0.2 ms, less than 
 
 For every assistant turn the loop records its token span, channel and critique in
 ``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`), puts the outcome
-reward in ``reward_score``, and the episode's metrics in
+reward in ``reward_score``, the episode's name (``split:row:session``) in
+``extra_fields["arew_episode"]``, the weight versions it was generated with in
+``min_global_steps``/``max_global_steps`` (verl's staleness tags), and the episode's metrics in
 ``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
 their batch means under ``episode/`` in training).
 
@@ -42,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 AGENT_NAME = "arew_agent"
 EPISODE_INFO_KEY = "reward_extra_info"
+EPISODE_NAME_KEY = "arew_episode"
 OVERFLOW_POLICIES = ("answer_now", "stop")
 ANSWER_NOW_NOTICE = (
     "\n\nThe conversation has reached its length budget. This is your final turn: "
@@ -120,10 +123,14 @@ class _Episode:
         return {"min_global_steps": min(versions, default=None), "max_global_steps": max(versions, default=None)}
 
 
+def episode_name(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> str:
+    """``split:row:session``: stable across runs, unlike verl's per-prompt uids."""
+    return f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{kwargs.get('session_id', 0)}"
+
+
 def episode_seed(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> int:
     """Stable per (row, rollout session) so that repeated samples of a prompt differ but replay."""
-    key = f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{kwargs.get('session_id', 0)}"
-    return zlib.crc32(key.encode())
+    return zlib.crc32(episode_name(extra_info, kwargs).encode())
 
 
 @register(AGENT_NAME)
@@ -172,6 +179,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 EPISODE_INFO_KEY: info,
+                EPISODE_NAME_KEY: episode_name(extra_info, kwargs),
                 **episode.weight_version_fields(),
             },
         )

@@ -23,7 +23,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from arew.core import RECORDS_KEY, collect_segments, parse_config
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
-from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, AgentLoopSettings
+from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, EPISODE_NAME_KEY, AgentLoopSettings
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 
 logger = logging.getLogger(__name__)
@@ -126,15 +126,17 @@ class AReWTrainer(PPOTrainerSync):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
         if config.dump_dir:
-            self._dump_advantages(batch, records, config.dump_dir)
+            names = [ef.get(EPISODE_NAME_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+            self._dump_advantages(batch, records, names, config.dump_dir)
         return batch
 
-    def _dump_advantages(self, batch: KVBatchMeta, records: list, folder: str) -> None:
+    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str) -> None:
         """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask"])
         payload = {
             "step": int(self.global_steps),
             "keys": list(batch.keys),
+            "episodes": names,
             "advantages": list(data["advantages"].unbind()),
             "response_mask": list(data["response_mask"].unbind()),
             "records": records,

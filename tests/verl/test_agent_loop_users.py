@@ -156,3 +156,4 @@ async def test_weight_versions_span_every_generation_counterfactuals_included(ch
     output = await _loop(chat_tokenizer, VersionedServer(chat_tokenizer, texts)).run({}, raw_prompt=env.initial_messages(), extra_info=MEDIQ)
     assert output.extra_fields["reward_extra_info"]["counterfactual_generations"] == 1.0
     assert output.extra_fields["min_global_steps"] == 3 and output.extra_fields["max_global_steps"] == 7
+    assert output.extra_fields["arew_episode"] == "train:0:0"  # split:row:session, stable across runs
