@@ -15,7 +15,7 @@ import platform
 
 import torch
 
-from arew.verl_plugin import smoke
+from arew import smoke
 
 COLUMNS = ("generation", "old log-prob", "values", "advantage", "critic update", "actor update", "weight sync", "step")
 

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from arew.core import collect_segments, parse_config, reweight_advantages
-from arew.verl_plugin import smoke
+from arew import smoke
 
 DETERMINISTIC = (
     "actor_rollout_ref.rollout.full_determinism=true",  # stable request ids reach the hf server: runs replay
