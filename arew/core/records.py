@@ -51,6 +51,8 @@ class Segments:
     batch_size: int
     dropped_samples: int = 0
     samples_without_records: int = 0
+    # (B,) each sample's place in the order critique noise is drawn in (its sorted noise key); None: batch order
+    noise_order: torch.Tensor | None = None
 
     @property
     def rank(self) -> torch.Tensor:
@@ -117,11 +119,15 @@ def collect_segments(
     response_lengths: torch.Tensor | Sequence[int],
     sample_names: Sequence[str] | None = None,
     on_invalid: str = "raise",
+    noise_keys: Sequence[str] | None = None,
 ) -> Segments:
     """Validate the batch's records and flatten them into :class:`Segments`.
 
     ``records[i]`` is sample i's value under :data:`RECORDS_KEY` (None when absent).
     ``sample_names`` (for example TransferQueue keys) make error messages point at the sample.
+    ``noise_keys`` (stable per-sample names) fix the order critique noise is drawn in, so that
+    the same samples get the same noise however the batch was ordered (a resumed run's batch
+    arrives in another order than the uninterrupted run's).
     """
     if on_invalid not in ("raise", "drop"):
         raise ValueError(f"on_invalid must be 'raise' or 'drop', got {on_invalid!r}")
@@ -130,6 +136,12 @@ def collect_segments(
     if lengths.shape != (batch_size,):
         raise ValueError(f"response_lengths has shape {tuple(lengths.shape)}, expected ({batch_size},)")
     names = list(sample_names) if sample_names is not None else [str(i) for i in range(batch_size)]
+    noise_order = None
+    if noise_keys is not None:
+        if len(noise_keys) != batch_size:
+            raise ValueError(f"noise_keys has {len(noise_keys)} entries, expected {batch_size}")
+        noise_order = torch.empty(batch_size, dtype=torch.long)
+        noise_order[sorted(range(batch_size), key=lambda i: str(noise_keys[i]))] = torch.arange(batch_size)
 
     dropped = 0
     missing = 0
@@ -165,7 +177,7 @@ def collect_segments(
         columns = _flatten(kept)
     if columns is None:
         empty = torch.zeros(0, dtype=torch.long)
-        return Segments(empty, empty, empty, empty, empty, batch_size, dropped, missing)
+        return Segments(empty, empty, empty, empty, empty, batch_size, dropped, missing, noise_order)
     sample, channel, start_f, end_f, label_f = columns
 
     # Element checks, vectorised over all decisions of the batch.
@@ -203,7 +215,7 @@ def collect_segments(
         dropped += len(bad_samples)
         sample, start, end, channel, label_f = sample[keep], start[keep], end[keep], channel[keep], label_f[keep]
 
-    return Segments(sample, start, end, channel, label_f.long(), batch_size, dropped, missing)
+    return Segments(sample, start, end, channel, label_f.long(), batch_size, dropped, missing, noise_order)
 
 
 def make_record(spans: Sequence[tuple[int, int]], channels: Sequence[str], labels: Sequence[int]) -> dict:

@@ -3,11 +3,14 @@
 Applied in a fixed order to the batch's labels, before they become coefficients:
 window (keep the first/last fraction of each trajectory's decisions, fill the rest),
 channel selection, random sign flips (alpha), and negative-to-positive flips (p).
-Randomness comes from a generator seeded by (noise.seed, global step), so a run is
-reproducible and a resumed run draws the same noise for the same step.
+Randomness comes from a generator seeded by (noise.seed, global step), one draw per decision
+made in the samples' noise order (``Segments.noise_order``), so a run is reproducible and a
+resumed run gives the same samples the same noise at the same step.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 
@@ -40,19 +43,30 @@ def select_channels(label: torch.Tensor, channel: torch.Tensor, enabled: tuple[s
     return torch.where(on, label, torch.zeros_like(label))
 
 
-def flip_signs(label: torch.Tensor, prob: float, generator: torch.Generator) -> torch.Tensor:
+def decision_uniforms(segments: Segments, generator: torch.Generator) -> torch.Tensor:
+    """One uniform per decision; with a noise order, decision k of the j-th sample in that order gets draw k of it."""
+    draws = torch.rand(segments.label.shape, generator=generator)
+    if segments.noise_order is None or draws.numel() == 0:
+        return draws
+    canonical = segments.noise_order[segments.sample] * (int(segments.count.max()) + 1) + segments.rank
+    uniforms = torch.empty_like(draws)
+    uniforms[torch.argsort(canonical)] = draws
+    return uniforms
+
+
+def flip_signs(label: torch.Tensor, prob: float, uniforms: Callable[[], torch.Tensor]) -> torch.Tensor:
     """Flip each non-zero critique's sign with probability ``prob`` (Table 2's alpha)."""
     if prob == 0.0:
         return label
-    flip = torch.rand(label.shape, generator=generator) < prob
+    flip = uniforms() < prob
     return torch.where(flip, -label, label)
 
 
-def negatives_to_positive(label: torch.Tensor, prob: float, generator: torch.Generator) -> torch.Tensor:
+def negatives_to_positive(label: torch.Tensor, prob: float, uniforms: Callable[[], torch.Tensor]) -> torch.Tensor:
     """Turn each -1 into +1 with probability ``prob`` (Table 4's false positives)."""
     if prob == 0.0:
         return label
-    flip = (torch.rand(label.shape, generator=generator) < prob) & (label == -1)
+    flip = (uniforms() < prob) & (label == -1)
     return torch.where(flip, torch.ones_like(label), label)
 
 
@@ -61,5 +75,6 @@ def transform_labels(segments: Segments, config: AReWConfig, step: int) -> torch
     label = apply_window(segments, config.window.keep, config.window.fraction, config.window.fill)
     label = select_channels(label, segments.channel, config.enabled_channels)
     generator = step_generator(config.noise.seed, step)
-    label = flip_signs(label, config.noise.flip_prob, generator)
-    return negatives_to_positive(label, config.noise.neg_to_pos_prob, generator)
+    uniforms = lambda: decision_uniforms(segments, generator)  # noqa: E731  (drawn only for a non-zero probability)
+    label = flip_signs(label, config.noise.flip_prob, uniforms)
+    return negatives_to_positive(label, config.noise.neg_to_pos_prob, uniforms)

@@ -117,7 +117,11 @@ class AReWTrainer(PPOTrainerSync):
         records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
         metrics.update(episode_metrics(extra_fields))
         response_lengths = data["response_mask"].offsets().diff()
-        segments = collect_segments(records, response_lengths, sample_names=batch.keys, on_invalid=config.on_invalid)
+        names = [ef.get(EPISODE_NAME_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        noise_keys = [name or key for name, key in zip(names, batch.keys)]  # arrival order must not pick the noise
+        segments = collect_segments(
+            records, response_lengths, sample_names=batch.keys, on_invalid=config.on_invalid, noise_keys=noise_keys
+        )
         if segments.dropped_samples:
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
         values = data.to_padded_tensor()["values"] if uses_values else None
@@ -126,7 +130,6 @@ class AReWTrainer(PPOTrainerSync):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
         if config.dump_dir:
-            names = [ef.get(EPISODE_NAME_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
             self._dump_advantages(batch, records, names, config.dump_dir)
         return batch
 

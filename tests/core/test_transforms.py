@@ -60,3 +60,21 @@ def test_noise_is_reproducible_per_seed_and_step():
     assert not torch.equal(a, transform_labels(seg, config, step=8))
     other_seed = parse_config({"noise": {"flip_prob": 0.5, "seed": 4}})
     assert not torch.equal(a, transform_labels(seg, other_seed, step=7))
+
+
+def test_noise_follows_the_samples_not_the_batch_order():
+    """A resumed run receives its batch in another order: each sample must keep its own noise."""
+    rows = [[1, -1, 1], [-1, -1], [1, 1, -1, -1], [-1]]
+    names = ["train:3:0", "train:1:1", "train:1:0", "train:7:0"]
+    config = parse_config({"noise": {"flip_prob": 0.5, "neg_to_pos_prob": 0.5, "seed": 2}})
+
+    def per_sample(order):
+        records = [make_record([(i, i + 1) for i in range(len(rows[j]))], ["as"] * len(rows[j]), rows[j]) for j in order]
+        seg = collect_segments(records, [len(rows[j]) for j in order], noise_keys=[names[j] for j in order])
+        out = transform_labels(seg, config, step=4)
+        return {names[j]: out[seg.sample == i].tolist() for i, j in enumerate(order)}
+
+    reference = per_sample([0, 1, 2, 3])
+    assert per_sample([2, 0, 3, 1]) == reference and per_sample([3, 2, 1, 0]) == reference
+    flat = [z for name in names for z in reference[name]]
+    assert flat != [z for row in rows for z in row]  # the noise did act

@@ -114,7 +114,7 @@ def test_advantages_differ_from_vanilla_exactly_where_the_records_say(grpo, runs
     pad = lambda rows: torch.stack([torch.nn.functional.pad(r.float(), (0, width - len(r))) for r in rows])  # noqa: E731
     mask, base, reweighted = pad(ours["response_mask"]), pad(theirs["advantages"]), pad(ours["advantages"])
     config = parse_config({"channels": "as+bt", "weighting": "minority_fixed", "lam": 0.2, "noise": {"neg_to_pos_prob": 0.5, "seed": 3}})
-    segments = collect_segments(ours["records"], lengths)
+    segments = collect_segments(ours["records"], lengths, noise_keys=ours["episodes"])
     expected, _ = reweight_advantages(base, mask, segments, config, step=1)
     assert torch.allclose(reweighted, expected, atol=1e-6)
     changed = (reweighted - base).abs() > 1e-9
