@@ -185,3 +185,10 @@ def test_mediq_with_the_offline_patient(runs_dir):
     step = result.steps[0]
     assert step["arew/decisions"] > 0 and step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
     assert "episode/proxy_fact_coverage/mean" in step and step["episode/counterfactual_generations/mean"] >= 0
+
+
+def test_smoke_summary_reports_each_step(grpo):
+    text = smoke.summary(grpo)
+    assert text.startswith("arew smoke: 2 training steps")
+    for needle in ("step 1:", "step 2:", "generation", "weight sync", "critiques as{+", "actor/grad_norm", str(grpo.metrics_path)):
+        assert needle in text, needle

@@ -1,0 +1,33 @@
+"""``arew smoke``'s command line: it fails loudly when verl's run does not complete."""
+
+import pytest
+
+from arew.cli import build_parser
+from arew.smoke import read_metrics
+
+
+def test_a_run_that_does_not_start_exits_non_zero(tmp_path, capsys):
+    args = build_parser().parse_args(["smoke", "--out", str(tmp_path), "--quiet", "no_such_section.key=1"])
+    with pytest.raises(SystemExit) as stop:
+        args.func(args)
+    assert stop.value.code == 1
+    assert "FAILED" in capsys.readouterr().err
+    assert "no_such_section" in (tmp_path / "main_ppo.log").read_text()
+    assert "no_such_section.key=1" in (tmp_path / "command.txt").read_text()
+
+
+def test_steps_must_be_positive(tmp_path):
+    args = build_parser().parse_args(["smoke", "--out", str(tmp_path), "--steps", "0"])
+    with pytest.raises(SystemExit, match="--steps"):
+        args.func(args)
+
+
+def test_metrics_file_splits_training_steps_from_validation(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 0, "data": {"val-core/arew/pe-g-s2/reward/mean@1": 0.5}}\n'
+        '{"step": 1, "data": {"training/global_step": 1, "timing_s/step": 3.0}}\n'
+        '{"step": 2, "data": {"training/global_step": 2, "timing_s/step": 2.0}}\n'
+    )
+    steps, validation = read_metrics(path)
+    assert [s["step"] for s in steps] == [1, 2] and validation["val-core/arew/pe-g-s2/reward/mean@1"] == 0.5
