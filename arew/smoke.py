@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,15 +154,26 @@ def run(
     started = time.perf_counter()
     with open(folder / "main_ppo.log", "w") as log:
         process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder)
+        timed_out = threading.Event()
+
+        def kill() -> None:
+            timed_out.set()
+            process.kill()
+
+        watchdog = threading.Timer(timeout, kill) if timeout else None  # a hung run must not hang the caller
+        if watchdog:
+            watchdog.start()
         try:
             for line in process.stdout:
                 log.write(line)
                 if echo:
                     sys.stdout.write(line)
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            returncode = -9
+            returncode = process.wait()
+        finally:
+            if watchdog:
+                watchdog.cancel()
+        if timed_out.is_set():
+            log.write(f"arew smoke: killed after the {timeout:.0f} s timeout\n")
     result = SmokeRun(folder, returncode, wall_seconds=time.perf_counter() - started)
     result.steps, result.validation = read_metrics(result.metrics_path)
     return result

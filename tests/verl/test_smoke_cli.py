@@ -31,3 +31,12 @@ def test_metrics_file_splits_training_steps_from_validation(tmp_path):
     )
     steps, validation = read_metrics(path)
     assert [s["step"] for s in steps] == [1, 2] and validation["val-core/arew/pe-g-s2/reward/mean@1"] == 0.5
+
+
+def test_a_hung_run_is_killed_at_the_timeout(tmp_path, monkeypatch):
+    from arew import smoke
+
+    monkeypatch.setattr(smoke, "command", lambda *args: ["sleep", "60"])
+    result = smoke.run(out=tmp_path, timeout=1, model=tmp_path)
+    assert result.returncode != 0 and result.wall_seconds < 30
+    assert "killed after the 1 s timeout" in result.log_path.read_text()
