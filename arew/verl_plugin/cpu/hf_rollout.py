@@ -98,7 +98,6 @@ class HFRolloutServer:
         from transformers import GenerationConfig
 
         options, temperature = self._sampling(len(prompt_ids), params)
-        stop_strings = options.pop("stop_strings")
         with self._lock, torch.inference_mode():
             self.requests += 1
             torch.manual_seed(zlib.crc32(f"{self.seed}:{request_id}:{len(prompt_ids)}".encode()))
@@ -107,8 +106,7 @@ class HFRolloutServer:
                 input_ids=inputs,
                 attention_mask=torch.ones_like(inputs),
                 generation_config=GenerationConfig(**options),
-                stop_strings=stop_strings,
-                tokenizer=self.tokenizer if stop_strings else None,
+                tokenizer=self.tokenizer,  # stop strings are matched on text
             )
         tokens = out.sequences[0, inputs.shape[1] :]
         logits = torch.stack(out.logits, dim=1)[0, : tokens.shape[0]].float() / temperature
