@@ -14,12 +14,15 @@ Offsets index the *response* (the same axis as ``response_mask``), spans are lis
 increasing order and never overlap, and each lies inside the sample's response. A span may
 include environment tokens (``response_mask == 0``); those are never reweighted. A sample
 without the key has no critiqued decisions (its advantages stay as the base estimator made
-them). :func:`collect_segments` enforces all of this and either raises naming the sample or,
-with ``on_invalid="drop"``, drops that sample's records and counts it.
+them). The dict has exactly these four keys; numbers may be Python or NumPy scalars (a
+``bool`` is Python's integer 0 or 1 and is read as such). :func:`collect_segments` enforces all
+of this and either raises :class:`CritiqueRecordError` naming the sample or, with
+``on_invalid="drop"``, drops that sample's records and counts it; no other error escapes it.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,6 +80,9 @@ def _sample_error(record: object) -> str | None:
     missing = [k for k in _FIELDS if k not in record]
     if missing:
         return f"missing keys {missing}"
+    unknown_keys = sorted(map(str, set(record) - set(_FIELDS)))
+    if unknown_keys:
+        return f"unknown keys {unknown_keys}; a record has exactly {list(_FIELDS)}"
     lengths = set()
     for key in _FIELDS:
         value = record[key]
@@ -85,9 +91,9 @@ def _sample_error(record: object) -> str | None:
         lengths.add(len(value))
     if len(lengths) != 1:
         return f"lists have different lengths {sorted(lengths)}"
-    unknown = {c for c in record["channel"] if c not in CHANNEL_INDEX}
+    unknown = {repr(c) for c in record["channel"] if not isinstance(c, str) or c not in CHANNEL_INDEX}
     if unknown:
-        return f"unknown channel(s) {sorted(map(str, unknown))}; expected one of {CHANNELS}"
+        return f"unknown channel(s) {sorted(unknown)}; expected one of {CHANNELS}"
     return None
 
 
@@ -102,15 +108,22 @@ def _flatten(kept: list[tuple[int, Mapping]]):
         flat["end"].extend(record["end"])
         flat["label"].extend(record["label"])
         flat["channel"].extend(CHANNEL_INDEX[c] for c in record["channel"])
-    numbers = (torch.tensor(flat[k], dtype=torch.float64) for k in ("start", "end", "label"))
-    return (torch.tensor(flat["sample"], dtype=torch.long), torch.tensor(flat["channel"], dtype=torch.long), *numbers)
+    columns = [torch.tensor(flat[k], dtype=torch.float64) for k in ("start", "end", "label")]
+    if any(column.dim() != 1 for column in columns):
+        raise ValueError("nested lists")  # evenly nested lists make a 2-D tensor instead of failing
+    return (torch.tensor(flat["sample"], dtype=torch.long), torch.tensor(flat["channel"], dtype=torch.long), *columns)
 
 
 def _non_numeric(record: Mapping) -> bool:
-    try:
-        torch.tensor([list(record[k]) for k in ("start", "end", "label")], dtype=torch.float64)
-    except (TypeError, ValueError):
-        return True
+    """True unless every start/end/label is a real number a float can hold (the rare, slow path)."""
+    for key in ("start", "end", "label"):
+        for value in record[key]:
+            if not isinstance(value, numbers.Real):
+                return True
+            try:
+                float(value)
+            except OverflowError:
+                return True
     return False
 
 
@@ -165,12 +178,12 @@ def collect_segments(
             kept.append((i, record))
     try:
         columns = _flatten(kept)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         # Rare path: find the samples with non-numeric values, then flatten the rest.
         numeric = []
         for i, record in kept:
             if _non_numeric(record):
-                reject(i, "non-numeric start/end/label")
+                reject(i, "non-numeric start/end/label (a number, not a list or string, that a float can hold)")
             else:
                 numeric.append((i, record))
         kept = numeric

@@ -55,3 +55,57 @@ def test_flattening_order_rank_and_count():
 def test_wrong_lengths_shape_is_rejected():
     with pytest.raises(ValueError, match="response_lengths"):
         collect_segments([GOOD], [10, 10])
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"start": [10**400], "end": [2], "channel": ["as"], "label": [1]}, "non-numeric"),  # too large for a float
+        ({"start": [0], "end": [2], "channel": [["as"]], "label": [1]}, "unknown channel"),  # unhashable
+        ({"start": [[0], [2]], "end": [[2], [4]], "channel": ["as", "bt"], "label": [[1], [1]]}, "non-numeric"),
+        ({**GOOD, "weight": [1, 1]}, r"unknown keys \['weight'\]"),
+    ],
+)
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_shapes_that_used_to_escape_both_modes(record, message, on_invalid):
+    if on_invalid == "raise":
+        with pytest.raises(CritiqueRecordError, match=message):
+            collect_segments([GOOD, record], [10, 10])
+    else:
+        segments = collect_segments([GOOD, record], [10, 10], on_invalid="drop")
+        assert segments.dropped_samples == 1 and segments.sample.tolist() == [0, 0]
+
+
+def _garbage():
+    from hypothesis import strategies as st
+
+    scalar = st.one_of(
+        st.integers(min_value=-(10**400), max_value=10**400), st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(), st.none(), st.text(max_size=3), st.sampled_from(["as", "bt"]),
+    )  # fmt: skip
+    value = st.recursive(scalar, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=2), max_leaves=6)
+    field = st.one_of(value, st.lists(scalar, max_size=4), st.lists(st.lists(scalar, min_size=1, max_size=1), max_size=3))
+    record = st.one_of(
+        value,
+        st.fixed_dictionaries({k: field for k in ("start", "end", "channel", "label")}),
+        st.builds(lambda r, k, v: {**r, k: v}, st.just(GOOD), st.sampled_from(["start", "end", "channel", "label", "x"]), field),
+    )  # fmt: skip
+    return st.lists(st.one_of(st.none(), st.just(GOOD), record), min_size=1, max_size=4)
+
+
+def test_no_record_shape_escapes_the_documented_errors():
+    from hypothesis import given, settings
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(_garbage())
+    def check(records):
+        lengths = [10] * len(records)
+        try:
+            collect_segments(records, lengths)
+        except CritiqueRecordError:
+            pass
+        segments = collect_segments(records, lengths, on_invalid="drop")
+        good = sum(r is GOOD for r in records)
+        assert segments.dropped_samples + segments.samples_without_records + good <= len(records)
+
+    check()
