@@ -93,12 +93,14 @@ def _number(key: str, value, *, low: float | None = None, high: float | None = N
 
 
 def _choice(key: str, value, options) -> str:
-    if value not in options:
+    if not isinstance(value, str) or value not in options:
         _fail(key, f"must be one of {list(options)}, got {value!r}")
     return value
 
 
 def _section(cls, raw: Mapping | None, prefix: str, parsers: dict):
+    if raw is not None and not isinstance(raw, Mapping):
+        _fail(prefix, f"expected a mapping, got {type(raw).__name__} {raw!r}")
     raw = {} if raw is None else dict(raw)
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(raw) - known)
@@ -182,5 +184,6 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
     if sched.end_step is not None and sched.end_step <= sched.start_step:
         _fail(f"{prefix}.schedule.end_step", f"must be > start_step ({sched.start_step}), got {sched.end_step}")
     if config.grouping == "pooled" and (config.lam_as is not None or config.lam_bt is not None):
-        _fail(f"{prefix}.lam_as", "per-channel strengths need grouping=separate (pooled mode uses lam)")
+        key = "lam_as" if config.lam_as is not None else "lam_bt"
+        _fail(f"{prefix}.{key}", "per-channel strengths need grouping=separate (pooled mode uses lam)")
     return config

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,9 +86,17 @@ class AgentLoopSettings:
         if raw.get("overflow", cls.overflow) not in OVERFLOW_POLICIES:
             raise ValueError(f"{prefix}.overflow: must be one of {list(OVERFLOW_POLICIES)}, got {raw['overflow']!r}")
         if "stop" in raw:
-            raw["stop"] = tuple(str(s) for s in raw["stop"])
+            stop = raw["stop"]
+            if isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence) or not stop:
+                raise ValueError(f"{prefix}.stop: expected a non-empty list of strings, got {stop!r}")
+            if not all(isinstance(s, str) and s for s in stop):
+                raise ValueError(f"{prefix}.stop: every stop must be a non-empty string, got {list(stop)!r}")
+            raw["stop"] = tuple(stop)
         if "env_options" in raw:
-            raw["env_options"] = dict(raw["env_options"] or {})
+            options = raw["env_options"]
+            if options is not None and not isinstance(options, Mapping):
+                raise ValueError(f"{prefix}.env_options: expected a mapping of options, got {options!r}")
+            raw["env_options"] = dict(options or {})
         return cls(**raw)
 
 
