@@ -3,24 +3,25 @@
 Environments take the user's settings as flat options (``make_env(..., **options)``, from
 ``arew_agent.env_options``); :func:`make_user` reads them:
 
-======================  ===============================  ==========================================
-option                  default                          meaning
-======================  ===============================  ==========================================
-``user``                ``"offline"``                    ``"offline"`` (lexical) or ``"llm"``
-``user_url``            ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL
-``user_model``          ``"Qwen/Qwen2.5-14B-Instruct"``  served model name
-``user_timeout``        ``30.0``                         seconds per HTTP attempt
-``user_max_retries``    ``2``                            further attempts after a failed one
-``user_backoff``        ``0.5``                          first wait between attempts (doubles)
-``user_max_backoff``    ``8.0``                          longest wait between attempts
-``user_concurrency``    ``64``                           requests in flight per process and URL
-``user_temperature``    ``0.0``                          sampling temperature
-``user_max_tokens``     ``24``                           reply length cap
-``user_fallback``       ``"offline"``                    ``"offline"`` or ``"unknown"`` on failure
-``user_api_key``        ``None``                         bearer token, if the server wants one
-``user_fact_threshold`` ``0.5``                          offline MediQ match threshold
-``user_row_threshold``  ``0.5``                          offline FloDial match threshold
-======================  ===============================  ==========================================
+===========================  ===============================  =========================================
+option                       default                          meaning
+===========================  ===============================  =========================================
+``user``                     ``"offline"``                    ``"offline"`` (lexical) or ``"llm"``
+``user_url``                 ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL
+``user_model``               ``"Qwen/Qwen2.5-14B-Instruct"``  served model name
+``user_timeout``             ``30.0``                         seconds per HTTP attempt
+``user_max_retries``         ``2``                            further attempts after a failed one
+``user_backoff``             ``0.5``                          first wait between attempts (doubles)
+``user_max_backoff``         ``8.0``                          longest wait between attempts
+``user_concurrency``         ``64``                           requests in flight per process and URL
+``user_temperature``         ``0.0``                          sampling temperature
+``user_max_tokens``          ``24``                           reply length cap
+``user_fallback``            ``"offline"``                    ``"offline"`` or ``"unknown"`` on failure
+``user_api_key``             ``None``                         bearer token, if the server wants one
+``user_max_response_bytes``  ``65536``                        longest reply body read (then: fallback)
+``user_fact_threshold``      ``0.5``                          offline MediQ match threshold
+``user_row_threshold``       ``0.5``                          offline FloDial match threshold
+===========================  ===============================  =========================================
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def _coerce(name: str, value: Any) -> Any:
     default = LLMUserConfig.__dataclass_fields__[name].default
     if value is None or default is None:
         return None if value is None else str(value)
-    return type(default)(value)
+    try:
+        return type(default)(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"env_options.user_{name}: expected a {type(default).__name__}, got {value!r}") from None
 
 
 __all__ = [

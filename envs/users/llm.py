@@ -7,7 +7,8 @@ crash or hang on the user:
 - concurrency: one :class:`asyncio.Semaphore` per (event loop, endpoint) in the process,
   shared by every user and episode, sized by the first user that reaches the endpoint
   (``concurrency``); the server batches whatever is in flight;
-- ``timeout`` seconds per HTTP attempt (waiting for the semaphore is not counted);
+- ``timeout`` seconds per HTTP attempt (waiting for the semaphore is not counted); a body
+  longer than ``max_response_bytes`` is abandoned while it is read (not retried);
 - up to ``max_retries`` further attempts after a timeout, a refused or broken connection,
   or HTTP 408, 429, 500, 502, 503 or 504, sleeping ``backoff * 2**k`` seconds (at most ``max_backoff``) between
   attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -65,12 +67,19 @@ class LLMUserConfig:
     max_tokens: int = 24
     fallback: str = "offline"
     api_key: str | None = None
+    max_response_bytes: int = 65536
 
     def __post_init__(self) -> None:
         if self.fallback not in FALLBACKS:
-            raise ValueError(f"user fallback must be one of {FALLBACKS}, got {self.fallback!r}")
-        if self.timeout <= 0 or self.max_retries < 0 or self.backoff < 0 or self.concurrency < 1:
-            raise ValueError("user timeout and concurrency must be positive, retries and backoff non-negative")
+            raise ValueError(f"user_fallback must be one of {FALLBACKS}, got {self.fallback!r}")
+        for name, low, strict in (("timeout", 0, True), ("backoff", 0, False), ("max_backoff", 0, False), ("temperature", 0, False)):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < low or (strict and value == low):
+                bound = "> 0" if strict else ">= 0"
+                raise ValueError(f"env_options.user_{name}: must be a finite number {bound}, got {value!r}")
+        for name, low in (("max_retries", 0), ("concurrency", 1), ("max_tokens", 1), ("max_response_bytes", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"env_options.user_{name}: must be an integer >= {low}, got {getattr(self, name)!r}")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"user url must be an http(s) URL, got {self.url!r}")
 
@@ -162,6 +171,21 @@ class LLMUser(SimulatedUser):
             return parsed.value
         raise _Retry(f"{cfg.max_retries + 1} attempts failed, last: {reason}")
 
+    async def _read_capped(self, response) -> bytes:
+        """The body, read in chunks and abandoned past ``max_response_bytes`` (never held whole)."""
+        cap = self.config.max_response_bytes
+        if (response.content_length or 0) > cap:
+            count(self.stats, "http_errors")
+            raise _GiveUp(f"response of {response.content_length} bytes exceeds user_max_response_bytes={cap}")
+        chunks, size = [], 0
+        async for chunk in response.content.iter_chunked(16384):
+            size += len(chunk)
+            if size > cap:
+                count(self.stats, "http_errors")
+                raise _GiveUp(f"response exceeds user_max_response_bytes={cap}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     async def _post(self, payload: dict[str, Any], headers: dict[str, str]) -> Any:
         cfg = self.config
         try:
@@ -174,7 +198,7 @@ class LLMUser(SimulatedUser):
                     if response.status != 200:
                         count(self.stats, "http_errors")
                         raise _GiveUp(f"HTTP {response.status}")
-                    raw = await response.read()
+                    raw = await self._read_capped(response)
         except (_Retry, _GiveUp):
             raise
         except (TimeoutError, asyncio.TimeoutError) as exc:

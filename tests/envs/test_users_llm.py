@@ -3,6 +3,7 @@ slow and failing answers, refused connections; retries, fallbacks and counters; 
 
 import asyncio
 import json
+import math
 import socket
 
 import pytest
@@ -263,3 +264,47 @@ async def test_whole_episodes_survive_a_flaky_server(serve):
         assert p["user_timeouts"] + p["user_http_errors"] + p["user_parse_failures"] >= 1
         assert all(isinstance(v, float) for k, v in p.items() if k not in ("as", "bt"))
     json.dumps(mediq.proxies())
+
+
+@pytest.mark.parametrize(
+    "bad, key",
+    [({"user_timeout": math.nan}, "user_timeout"), ({"user_timeout": math.inf}, "user_timeout"),
+     ({"user_backoff": math.inf}, "user_backoff"), ({"user_timeout": "abc"}, "user_timeout"),
+     ({"user_max_response_bytes": 0}, "user_max_response_bytes"), ({"user_temperature": -1}, "user_temperature")],
+)  # fmt: skip
+def test_non_finite_or_unparseable_settings_fail_naming_the_option(bad, key):
+    with pytest.raises(ValueError, match=f"env_options.{key}"):
+        make_user(user="llm", **bad)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_oversized_reply_is_abandoned_while_read(serve, declared):
+    """A 5 MB body against a 64 KB cap: one failed attempt, no retry, the offline answer."""
+    huge = json.dumps(completion("FACTS: 2" + " " * 5_000_000)).encode()
+    if declared:
+        server, url = await serve(lambda n, body: ("raw", huge))
+    else:  # chunked, no Content-Length: the cap must hold while streaming
+
+        async def stream(request):
+            await request.json()
+            response = web.StreamResponse()
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            for start in range(0, len(huge), 65536):
+                await response.write(huge[start : start + 65536])
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", stream)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    u = user(url, max_retries=2)
+    out = await u.reply(FACT_REQUEST)
+    assert out.source == "fallback" and "user_max_response_bytes=65536" in out.error
+    assert (u.stats.requests, u.stats.retries, u.stats.http_errors) == (1, 0, 1)
+    if not declared:
+        await runner.cleanup()
