@@ -9,7 +9,12 @@ import sys
 def _prepare(args: argparse.Namespace) -> None:
     from envs.registry import prepare_task
 
-    paths = prepare_task(args.task, args.out, n_train=args.n_train, n_val=args.n_val, n_test=args.n_test, seed=args.seed, source=args.source)
+    try:
+        paths = prepare_task(
+            args.task, args.out, n_train=args.n_train, n_val=args.n_val, n_test=args.n_test, seed=args.seed, source=args.source
+        )
+    except (ValueError, KeyError, FileNotFoundError) as error:  # bad input: say what to change, no traceback
+        raise SystemExit(f"arew prepare {args.task}: {error}") from None
     for split, path in paths.items():
         print(f"{split}: {path}")
 

@@ -275,7 +275,7 @@ def parse_selection(text: Any, label: str, allowed: Any, max_count: int) -> Pars
     body = text.strip()
     if len(body) > MAX_SELECTION_CHARS:
         return ParseResult.failure(f"the reply is longer than {MAX_SELECTION_CHARS} characters")
-    if "\n" in body or "\r" in body:
+    if len(body.splitlines()) > 1:  # every Unicode line boundary: \v \f \x1c-\x1e \x85 \u2028 \u2029 too
         return ParseResult.failure("the reply must be a single line")
     head, colon, rest = body.partition(":")
     if not colon or head.strip().upper() != label.upper():

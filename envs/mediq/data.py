@@ -124,6 +124,19 @@ def normalize_case(record: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _normal_text(text: Any) -> str:
+    return " ".join(str(text).split()).rstrip(".").casefold()
+
+
+def _answer_mismatch(record: dict[str, Any]) -> bool:
+    """The record's ``answer`` text names a different option than its ``answer_idx`` (absent text: no check)."""
+    answer, options = record.get("answer"), record.get("options")
+    letter = str(record.get("answer_idx", "")).strip().upper()
+    if answer is None or not isinstance(options, dict) or letter not in options:
+        return False
+    return _normal_text(answer) != _normal_text(options[letter])
+
+
 def _order_key(case: dict[str, Any]) -> tuple:
     case_id = case["case_id"]
     return (0, int(case_id), "") if case_id.isdigit() else (1, 0, case_id)
@@ -133,12 +146,21 @@ def build_splits(
     records: list[dict[str, Any]], n_train: int, n_val: int, n_test: int, seed: int
 ) -> dict[str, list[dict[str, Any]]]:
     """``extra_info`` dicts per split (see the module docstring for the rule)."""
-    cases = sorted((c for c in map(normalize_case, records) if c is not None), key=_order_key)
+    kept, mismatched = [], []
+    for record in records:
+        (mismatched if isinstance(record, dict) and _answer_mismatch(record) else kept).append(record)
+    if mismatched:
+        shown = ", ".join(str(r.get("id")) for r in mismatched[:10]) + (" ..." if len(mismatched) > 10 else "")
+        logger.warning("MediQ: skipped %d cases whose answer text names another option than answer_idx (ids %s)", len(mismatched), shown)
+    cases = sorted((c for c in map(normalize_case, kept) if c is not None), key=_order_key)
     ids = [c["case_id"] for c in cases]
     if len(set(ids)) != len(ids):
         raise ValueError("MediQ records must have distinct ids")
-    if n_test + n_val > len(cases):
-        raise ValueError(f"only {len(cases)} usable cases, fewer than n_test + n_val = {n_test + n_val}")
+    if n_test + n_val >= len(cases):
+        raise ValueError(
+            f"only {len(cases)} usable MediQ cases, not more than --n-test {n_test} + --n-val {n_val}; "
+            f"pass smaller splits, e.g. --n-test {len(cases) // 5} --n-val {len(cases) // 10}"
+        )
     order = np.random.default_rng(seed).permutation(len(cases))
     sizes = {"test": n_test, "validation": n_val, "train": n_train}
     if n_test + n_val + n_train > len(cases):

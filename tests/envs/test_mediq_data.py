@@ -109,3 +109,22 @@ def test_real_mediq_file_prepares(tmp_path, real_data_dir):
     paths = prepare_task("mediq", tmp_path, n_train=5000, n_val=128, n_test=300, seed=0, source=str(source))
     sizes = {s: len(pd.read_parquet(p)) for s, p in paths.items()}
     assert sizes["test"] == 300 and sizes["validation"] == 128 and sizes["train"] > 700
+
+
+def test_small_source_says_which_splits_to_pass(tmp_path, capsys):
+    from arew.cli import main as arew_main
+
+    source = write_jsonl(tmp_path / "small.jsonl", [case(i) for i in range(40)])
+    with pytest.raises(SystemExit, match=r"only 40 usable MediQ cases.*--n-test 300 \+ --n-val 128.*--n-test 8 --n-val 4"):
+        arew_main(["prepare", "mediq", "--out", str(tmp_path / "out"), "--source", str(source)])
+    arew_main(["prepare", "mediq", "--out", str(tmp_path / "out"), "--source", str(source), "--n-test", "8", "--n-val", "4"])
+    assert len(pd.read_parquet(tmp_path / "out" / "test.parquet")) == 8
+
+
+def test_answer_text_naming_another_option_is_skipped_and_reported(caplog):
+    spaced = {**case(51), "answer": " pneumonia. "}
+    records = [case(i) for i in range(12)] + [case(50, answer="C"), spaced]
+    splits = build_splits(records, 20, 2, 2, seed=0)
+    ids = {r["case_id"] for rows in splits.values() for r in rows}
+    assert "50" not in ids and "51" in ids  # "C" is Bronchitis but the text says Pneumonia; "51" differs only in case
+    assert "skipped 1 cases whose answer text names another option" in caplog.text and "50" in caplog.text

@@ -109,3 +109,12 @@ def test_selection_examples():
     assert not parse_selection("ROW: 1, 2", "ROW", (1, 2), 1).ok
     assert not parse_selection("FACTS: 4", "FACTS", (1, 3), 2).ok
     assert parse_question("  Do you\nsmoke?  ").value == "Do you smoke?"
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_every_unicode_line_boundary_makes_a_second_line(separator):
+    from envs.parsing import parse_selection
+
+    assert parse_selection("FACTS: 2", "FACTS", [1, 2, 3], 2).ok
+    result = parse_selection(f"FACTS: 2{separator}FACTS: 3", "FACTS", [1, 2, 3], 2)
+    assert not result.ok and "single line" in result.error
