@@ -9,7 +9,7 @@ option                       default                          meaning
 ``user``                     ``"offline"``                    ``"offline"`` (lexical) or ``"llm"``
 ``user_url``                 ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL
 ``user_model``               ``"Qwen/Qwen2.5-14B-Instruct"``  served model name
-``user_timeout``             ``30.0``                         seconds per HTTP attempt
+``user_timeout``             ``30.0``                         seconds per attempt, slot wait included
 ``user_max_retries``         ``2``                            further attempts after a failed one
 ``user_backoff``             ``0.5``                          first wait between attempts (doubles)
 ``user_max_backoff``         ``8.0``                          longest wait between attempts
@@ -19,6 +19,8 @@ option                       default                          meaning
 ``user_fallback``            ``"offline"``                    ``"offline"`` or ``"unknown"`` on failure
 ``user_api_key``             ``None``                         bearer token, if the server wants one
 ``user_max_response_bytes``  ``65536``                        longest reply body read (then: fallback)
+``user_breaker_failures``    ``5``                            consecutive failures that open the circuit
+``user_breaker_cooldown``    ``10.0``                         seconds open before one probe request
 ``user_fact_threshold``      ``0.5``                          offline MediQ match threshold
 ``user_row_threshold``       ``0.5``                          offline FloDial match threshold
 ===========================  ===============================  =========================================

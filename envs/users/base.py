@@ -60,7 +60,7 @@ class UserStats:
     ``calls``: replies given; ``requests``: HTTP attempts; ``retries``: attempts after the
     first; ``fallbacks``: replies not taken from the LLM; ``parse_failures``: LLM replies
     that broke the format; ``timeouts``, ``connection_errors``, ``http_errors``: failed
-    attempts by kind.
+    attempts by kind; ``short_circuits``: attempts not made because the circuit was open.
     """
 
     calls: int = 0
@@ -71,6 +71,7 @@ class UserStats:
     timeouts: int = 0
     connection_errors: int = 0
     http_errors: int = 0
+    short_circuits: int = 0
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:
         return {prefix + key: float(value) for key, value in asdict(self).items()}

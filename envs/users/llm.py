@@ -7,8 +7,11 @@ crash or hang on the user:
 - concurrency: one :class:`asyncio.Semaphore` per (event loop, endpoint) in the process,
   shared by every user and episode, sized by the first user that reaches the endpoint
   (``concurrency``); the server batches whatever is in flight;
-- ``timeout`` seconds per HTTP attempt (waiting for the semaphore is not counted); a body
-  longer than ``max_response_bytes`` is abandoned while it is read (not retried);
+- ``timeout`` seconds per attempt, the wait for a concurrency slot included; a body longer
+  than ``max_response_bytes`` is abandoned while it is read (not retried);
+- a circuit breaker per endpoint and process (:class:`CircuitBreaker`): after
+  ``breaker_failures`` consecutive failed attempts every request falls back at once for
+  ``breaker_cooldown`` seconds, then one probe decides whether the server is back;
 - up to ``max_retries`` further attempts after a timeout, a refused or broken connection,
   or HTTP 408, 429, 500, 502, 503 or 504, sleeping ``backoff * 2**k`` seconds (at most ``max_backoff``) between
   attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
@@ -30,6 +33,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +53,7 @@ logger = logging.getLogger(__name__)
 FALLBACKS = ("offline", "unknown")
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
+_BREAKERS: dict[str, CircuitBreaker] = {}
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
@@ -68,16 +73,20 @@ class LLMUserConfig:
     fallback: str = "offline"
     api_key: str | None = None
     max_response_bytes: int = 65536
+    breaker_failures: int = 5
+    breaker_cooldown: float = 10.0
 
     def __post_init__(self) -> None:
         if self.fallback not in FALLBACKS:
             raise ValueError(f"user_fallback must be one of {FALLBACKS}, got {self.fallback!r}")
-        for name, low, strict in (("timeout", 0, True), ("backoff", 0, False), ("max_backoff", 0, False), ("temperature", 0, False)):
+        checks = (("timeout", 0, True), ("backoff", 0, False), ("max_backoff", 0, False), ("temperature", 0, False),
+                  ("breaker_cooldown", 0, False))  # fmt: skip
+        for name, low, strict in checks:
             value = getattr(self, name)
             if not math.isfinite(value) or value < low or (strict and value == low):
                 bound = "> 0" if strict else ">= 0"
                 raise ValueError(f"env_options.user_{name}: must be a finite number {bound}, got {value!r}")
-        for name, low in (("max_retries", 0), ("concurrency", 1), ("max_tokens", 1), ("max_response_bytes", 1)):
+        for name, low in (("max_retries", 0), ("concurrency", 1), ("max_tokens", 1), ("max_response_bytes", 1), ("breaker_failures", 1)):
             if getattr(self, name) < low:
                 raise ValueError(f"env_options.user_{name}: must be an integer >= {low}, got {getattr(self, name)!r}")
         if not self.url.startswith(("http://", "https://")):
@@ -95,6 +104,41 @@ def shared_semaphore(endpoint: str, limit: int) -> asyncio.Semaphore:
     if endpoint not in per_loop:
         per_loop[endpoint] = asyncio.Semaphore(limit)
     return per_loop[endpoint]
+
+
+@dataclass
+class CircuitBreaker:
+    """One per endpoint and process: after ``threshold`` consecutive failed attempts (timeouts,
+    refused or broken connections, retryable HTTP statuses) requests fail at once for ``cooldown``
+    seconds; then one probe goes through, and its outcome closes or reopens the breaker."""
+
+    threshold: int
+    cooldown: float
+    failures: int = 0
+    open_until: float = 0.0
+    probing: bool = False
+
+    def allow(self) -> bool:
+        if self.failures < self.threshold:
+            return True
+        if self.probing or time.monotonic() < self.open_until:
+            return False
+        self.probing = True
+        return True
+
+    def record(self, server_answered: bool) -> None:
+        self.probing = False
+        if server_answered:
+            self.failures = 0
+            return
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self.open_until = time.monotonic() + self.cooldown
+
+
+def shared_breaker(config: LLMUserConfig) -> CircuitBreaker:
+    """The process's breaker for the config's endpoint (made by the first user that reaches it)."""
+    return _BREAKERS.setdefault(config.endpoint, CircuitBreaker(config.breaker_failures, config.breaker_cooldown))
 
 
 class _Retry(Exception):
@@ -152,24 +196,46 @@ class LLMUser(SimulatedUser):
         }
         headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         semaphore = shared_semaphore(cfg.endpoint, cfg.concurrency)
+        breaker = shared_breaker(cfg)
         reason = "no attempt was made"
         for attempt in range(cfg.max_retries + 1):
             if attempt:
                 count(self.stats, "retries")
                 await asyncio.sleep(min(cfg.max_backoff, cfg.backoff * 2 ** (attempt - 1)))
+            if not breaker.allow():
+                count(self.stats, "short_circuits")
+                raise _GiveUp(f"circuit open after {breaker.failures} consecutive failures at {cfg.endpoint}, last: {reason}")
             count(self.stats, "requests")
             try:
-                async with semaphore:
-                    body = await self._post(payload, headers)
+                body = await self._attempt(semaphore, payload, headers)
             except _Retry as failure:
+                breaker.record(server_answered=False)
                 reason = str(failure)
                 continue
+            except _GiveUp:
+                breaker.record(server_answered=True)
+                raise
+            breaker.record(server_answered=True)
             parsed = chat_completion_text(body)
             if not parsed.ok:
                 count(self.stats, "parse_failures")
                 raise _GiveUp(f"malformed response: {parsed.error}")
             return parsed.value
         raise _Retry(f"{cfg.max_retries + 1} attempts failed, last: {reason}")
+
+    async def _attempt(self, semaphore: asyncio.Semaphore, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+        """One attempt within ``timeout`` seconds, the wait for a concurrency slot included."""
+        cfg = self.config
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(semaphore.acquire(), cfg.timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            count(self.stats, "timeouts")
+            raise _Retry(f"no free request slot within {cfg.timeout:g} s") from None
+        try:
+            return await self._post(payload, headers, budget=max(cfg.timeout - (time.monotonic() - started), 1e-3))
+        finally:
+            semaphore.release()
 
     async def _read_capped(self, response) -> bytes:
         """The body, read in chunks and abandoned past ``max_response_bytes`` (never held whole)."""
@@ -186,10 +252,10 @@ class LLMUser(SimulatedUser):
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _post(self, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+    async def _post(self, payload: dict[str, Any], headers: dict[str, str], budget: float) -> Any:
         cfg = self.config
         try:
-            timeout = aiohttp.ClientTimeout(total=cfg.timeout)
+            timeout = aiohttp.ClientTimeout(total=budget)
             async with aiohttp.ClientSession(timeout=timeout) as session:
                 async with session.post(cfg.endpoint, json=payload, headers=headers) as response:
                     if response.status in RETRY_STATUSES:

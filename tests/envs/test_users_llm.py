@@ -5,6 +5,7 @@ import asyncio
 import json
 import math
 import socket
+import time
 
 import pytest
 from aiohttp import web
@@ -308,3 +309,75 @@ async def test_oversized_reply_is_abandoned_while_read(serve, declared):
     assert (u.stats.requests, u.stats.retries, u.stats.http_errors) == (1, 0, 1)
     if not declared:
         await runner.cleanup()
+
+
+async def test_dead_server_costs_one_wave_of_attempts_not_every_attempt():
+    """64 episodes x 3 questions against a refused port: the breaker stops the attempts after the first wave."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    users = [user(url, max_retries=2, concurrency=64, breaker_failures=5, breaker_cooldown=60) for _ in range(64)]
+
+    async def episode(u):
+        return [await u.reply(ROW_REQUEST) for _ in range(3)]
+
+    replies = await asyncio.gather(*(episode(u) for u in users))
+    assert all(r.source == "fallback" for rs in replies for r in rs)
+    requests = sum(u.stats.requests for u in users)
+    assert requests <= 64 + 5  # without the breaker: 64 * 3 * 3 = 576
+    assert sum(u.stats.short_circuits for u in users) > 0
+    assert "circuit open" in replies[-1][-1].error
+
+
+@pytest.fixture
+async def hung_url():
+    """A server that accepts connections and reads requests but never answers."""
+    connections = []
+
+    async def swallow(reader, writer):
+        connections.append(writer)
+        await reader.read()
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    for writer in connections:
+        writer.close()
+    server.close()
+
+
+async def test_hung_server_is_bounded_by_the_timeout(hung_url):
+    timeout = 1.0
+    users = [user(hung_url, timeout=timeout, max_retries=2, breaker_failures=3, breaker_cooldown=60) for _ in range(16)]
+    started = time.monotonic()
+    first = await asyncio.gather(*(u.reply(ROW_REQUEST) for u in users))
+    second = await asyncio.gather(*(u.reply(ROW_REQUEST) for u in users))
+    elapsed = time.monotonic() - started
+    assert all(r.source == "fallback" for r in first + second)
+    # one wave of timeouts (the retries find the circuit open); without the breaker 3 waves per reply: 6 s
+    assert elapsed < 2.5 * timeout
+    assert all(r.error.startswith("circuit open") for r in second)
+    assert sum(u.stats.timeouts for u in users) == 16
+
+
+async def test_probe_after_cooldown_closes_the_breaker(serve):
+    server, url = await serve(lambda n, body: 503 if n < 3 else "ROW: 1")
+    u = user(url, max_retries=0, breaker_failures=3, breaker_cooldown=0.2)
+    assert [(await u.reply(ROW_REQUEST)).source for _ in range(4)] == ["fallback"] * 4
+    assert len(server.bodies) == 3 and u.stats.short_circuits == 1  # the fourth never reached the server
+    await asyncio.sleep(0.25)
+    assert (await u.reply(ROW_REQUEST)).source == "llm"  # the probe succeeds
+    assert (await u.reply(ROW_REQUEST)).source == "llm" and len(server.bodies) == 5
+
+
+async def test_waiting_for_a_slot_counts_against_the_timeout(hung_url):
+    timeout = 1.0
+    users = [user(hung_url, timeout=timeout, max_retries=0, concurrency=1, breaker_failures=100) for _ in range(2)]
+    started = time.monotonic()
+    replies = await asyncio.gather(*(u.reply(ROW_REQUEST) for u in users))
+    # both give up after one timeout: the second spent it waiting for the slot (not waiting, then a full timeout)
+    assert time.monotonic() - started < 1.8 * timeout
+    assert sorted(r.error.split(", last: ")[-1][:18] for r in replies) == ["no free request sl", "timed out after 1 "]
+
+
+def test_breaker_settings_are_checked():
+    for bad in ({"user_breaker_failures": 0}, {"user_breaker_cooldown": math.nan}):
+        with pytest.raises(ValueError, match="env_options.user_breaker"):
+            make_user(user="llm", **bad)
