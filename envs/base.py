@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Channel:
@@ -60,6 +60,10 @@ class ActiveReasoningEnv(abc.ABC):
     """One episode of an active-reasoning task; see the module docstring for the turn order."""
 
     max_turns: int
+    # the options from_row accepts (name -> envs.options.Option), checked at trainer start-up
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+    # whether from_row also takes the simulated-user options of envs.users
+    TAKES_USER_OPTIONS: ClassVar[bool] = False
 
     @classmethod
     @abc.abstractmethod

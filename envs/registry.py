@@ -13,8 +13,10 @@ from envs.flodial.data import write_parquet as write_flodial_parquet
 from envs.mediq import TASK as MEDIQ
 from envs.mediq import MediQEnv
 from envs.mediq.data import write_parquet as write_mediq_parquet
+from envs.options import check_options
 from envs.preference import VARIANTS, PreferenceEnv
 from envs.preference.data import write_parquet as write_preference_parquet
+from envs.users import USER_OPTIONS, make_user, split_user_options
 
 _FACTORIES: dict[str, Callable[..., ActiveReasoningEnv]] = {name: PreferenceEnv.from_row for name in VARIANTS}
 _FACTORIES[MEDIQ] = MediQEnv.from_row
@@ -25,6 +27,21 @@ SOURCE_HELP = {
     MEDIQ: "a MediQ jsonl file (e.g. all_dev_good.jsonl) or its http(s) URL",
     **{name: "a folder of FloDial flowchart json files (knowledge-sources)" for name in FLODIAL_VARIANTS},
 }
+
+
+def check_env_options(task_name: str, options: dict[str, Any], prefix: str = "arew_agent.env_options") -> None:
+    """At start-up: every option is one the task declares (or a user option, for tasks with a user) and valid."""
+    if task_name not in _FACTORIES:
+        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(TASKS)}")
+    env_class = _FACTORIES[task_name].__self__
+    check_options(env_class, options, prefix, USER_OPTIONS if env_class.TAKES_USER_OPTIONS else ())
+    if env_class.TAKES_USER_OPTIONS:
+        user_options, _ = split_user_options(options)
+        try:
+            make_user(**user_options)
+            make_user(**{**user_options, "user": "llm"})  # the LLM settings are checked even while the user is offline
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{prefix}.{error}") from None
 
 
 def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: Any) -> ActiveReasoningEnv:

@@ -14,6 +14,7 @@ import logging
 import netrc
 import os
 
+import pyarrow.parquet as pq
 import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
@@ -21,10 +22,11 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, EPISODE_NAME_KEY, AgentLoopSettings
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
-from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, EPISODE_NAME_KEY, AgentLoopSettings
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
+from envs.registry import check_env_options
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ def validate_arew_setup(config) -> None:
         )
     if rollout.get("name", None) == "hf" and not cpu_backend_selected():
         raise ValueError("actor_rollout_ref.rollout.name: the hf rollout is part of the CPU backend; set VERL_PLATFORM=cpu (or use arew smoke)")
+    for task in dataset_tasks(config):
+        check_env_options(task, settings.env_options)
     estimator = algorithm.adv_estimator
     base = base_estimator_name(estimator)
     if base is None:
@@ -60,6 +64,18 @@ def validate_arew_setup(config) -> None:
         raise ValueError("algorithm.use_pf_ppo: verl's PF-PPO reweighting is not supported with AReW estimators")
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
+
+
+def dataset_tasks(config) -> set[str]:
+    """The ``extra_info["task"]`` names of the configured train and validation files that exist now."""
+    tasks: set[str] = set()
+    for key in ("train_files", "val_files"):
+        files = config.data.get(key)
+        for path in [files] if isinstance(files, str) else list(files or []):
+            if os.path.isfile(path):
+                rows = pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
+                tasks |= {row["task"] for row in rows if isinstance(row, dict) and row.get("task")}
+    return tasks
 
 
 def wandb_offline_without_credentials(config) -> bool:

@@ -38,6 +38,7 @@ from envs import parsing, scoring
 from envs.base import StepResult
 from envs.episode import ChoiceEpisode
 from envs.flodial import prompts
+from envs.options import Option
 from envs.users import RowRequest, SimulatedUser, make_user, split_user_options
 
 ANSWER_WORDS = ("Yes", "No")
@@ -48,6 +49,12 @@ class FloDialEnv(ChoiceEpisode):
     prompts = prompts
     INVALID_FINAL = "Your final answer was invalid because {}. The session is over."
     INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
+
+    TAKES_USER_OPTIONS = True
+    OPTIONS = {
+        "feedback_ablation": Option(bool, "show Unknown for every answer (Observation 3); critiques see the truth"),
+        "bt_saturation": Option(bool, "BT +1 when the gold score is already 1 and stays 1 (off: the paper's literal rule)"),
+    }
 
     def __init__(
         self,

@@ -56,6 +56,7 @@ from envs.base import StepResult
 from envs.episode import ChoiceEpisode
 from envs.lexical import question_key, terms
 from envs.mediq import prompts
+from envs.options import Option
 from envs.users import FactRequest, SimulatedUser, make_user, split_user_options
 
 N_OPTIONS = 4
@@ -65,6 +66,14 @@ class MediQEnv(ChoiceEpisode):
     prompts = prompts
     INVALID_FINAL = "Your final answer was invalid because {}. The consultation is over."
     INVALID_QUESTION = "Your question was invalid because {}. The patient did not answer."
+
+    TAKES_USER_OPTIONS = True
+    OPTIONS = {
+        "feedback_ablation": Option(bool, "show Unknown for every answer (Observation 3); critiques see the truth"),
+        "max_facts": Option(int, "facts the patient reveals per answer at most", low=1),
+        "counterfactual_as": Option(bool, "regenerate each question with the belief reset; -1 when it does not change"),
+        "cf_as_max_overlap": Option(float, "word overlap above which the regenerated question counts as unchanged", low=0.0, high=1.0),
+    }
 
     def __init__(
         self,

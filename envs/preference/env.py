@@ -31,6 +31,7 @@ import numpy as np
 from envs import parsing
 from envs.base import StepResult
 from envs.episode import Episode
+from envs.options import Option
 from envs.preference import prompts
 from envs.preference.generator import ATTRIBUTE_NAMES, sample_preferences
 from envs.preference.rules import (
@@ -59,6 +60,12 @@ class PreferenceEnv(Episode):
     FINAL_RECORDED = "Final estimate recorded."
     INVALID_FINAL = "Your final answer was invalid because {}. The game is over."
     INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
+
+    OPTIONS = {
+        "reward_rule": Option(str, "paper (the paper's reward) or reference (the reference code's)", choices=REWARD_RULES),
+        "feedback_ablation": Option(bool, "show Unknown for every answer (Observation 3); critiques see the truth"),
+        "replay_samples": Option(int, "prior draws of the Bayesian replay behind the I_AS and oracle diagnostics", low=1),
+    }
 
     def __init__(
         self,

@@ -55,7 +55,7 @@ def make_user(
     """A user from the flat options documented above; unknown options raise ``TypeError``;
     the LLM settings are ignored when ``user="offline"``."""
     if user not in USER_KINDS:
-        raise ValueError(f"user must be one of {USER_KINDS}, got {user!r}")
+        raise ValueError(f"user: must be one of {USER_KINDS}, got {user!r}")
     unknown = [k for k in llm_options if not k.startswith("user_") or k[5:] not in _LLM_FIELDS]
     if unknown:
         raise TypeError(f"unknown user options {unknown}; known: {list(USER_OPTIONS)}")
@@ -73,7 +73,7 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         return type(default)(value)
     except (TypeError, ValueError):
-        raise ValueError(f"env_options.user_{name}: expected a {type(default).__name__}, got {value!r}") from None
+        raise ValueError(f"user_{name}: expected a {type(default).__name__}, got {value!r}") from None
 
 
 __all__ = [

@@ -78,19 +78,19 @@ class LLMUserConfig:
 
     def __post_init__(self) -> None:
         if self.fallback not in FALLBACKS:
-            raise ValueError(f"user_fallback must be one of {FALLBACKS}, got {self.fallback!r}")
+            raise ValueError(f"user_fallback: must be one of {FALLBACKS}, got {self.fallback!r}")
         checks = (("timeout", 0, True), ("backoff", 0, False), ("max_backoff", 0, False), ("temperature", 0, False),
                   ("breaker_cooldown", 0, False))  # fmt: skip
         for name, low, strict in checks:
             value = getattr(self, name)
             if not math.isfinite(value) or value < low or (strict and value == low):
                 bound = "> 0" if strict else ">= 0"
-                raise ValueError(f"env_options.user_{name}: must be a finite number {bound}, got {value!r}")
+                raise ValueError(f"user_{name}: must be a finite number {bound}, got {value!r}")
         for name, low in (("max_retries", 0), ("concurrency", 1), ("max_tokens", 1), ("max_response_bytes", 1), ("breaker_failures", 1)):
             if getattr(self, name) < low:
-                raise ValueError(f"env_options.user_{name}: must be an integer >= {low}, got {getattr(self, name)!r}")
+                raise ValueError(f"user_{name}: must be an integer >= {low}, got {getattr(self, name)!r}")
         if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"user url must be an http(s) URL, got {self.url!r}")
+            raise ValueError(f"user_url: must be an http(s) URL, got {self.url!r}")
 
     @property
     def endpoint(self) -> str:

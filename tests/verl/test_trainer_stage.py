@@ -150,3 +150,16 @@ def test_wandb_goes_offline_without_credentials(tmp_path, monkeypatch):
     (tmp_path / ".netrc").chmod(0o600)
     assert not wandb_offline_without_credentials(config) and "WANDB_MODE" not in os.environ
     assert not wandb_offline_without_credentials(_compose("trainer.logger=[console]"))
+
+
+def test_env_options_are_checked_for_the_tasks_in_the_data(tmp_path):
+    from arew.cli import main as arew_main
+    from arew.verl_plugin.trainer import dataset_tasks
+
+    arew_main(["prepare", "pe-g-s2", "--out", str(tmp_path), "--n-train", "4", "--n-val", "2", "--n-test", "2"])
+    data = [f"data.train_files={tmp_path / 'train.parquet'}", f"data.val_files={tmp_path / 'validation.parquet'}"]
+    base = ["algorithm.adv_estimator=arew_grpo", *data]
+    assert dataset_tasks(_compose(*base)) == {"pe-g-s2"}
+    validate_arew_setup(_compose(*base, "+arew_agent.env_options.reward_rule=reference"))
+    with pytest.raises(ValueError, match="arew_agent.env_options.user_timeout: not an option of PreferenceEnv"):
+        validate_arew_setup(_compose(*base, "+arew_agent.env_options.user_timeout=5"))

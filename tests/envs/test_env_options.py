@@ -1,0 +1,45 @@
+"""Every task declares its options; an unknown, mistyped or out-of-range option fails naming its key."""
+
+import pytest
+
+from envs.options import defaults
+from envs.registry import TASKS, _FACTORIES, check_env_options
+
+PREFIX = "arew_agent.env_options"
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_declared_defaults_pass_and_come_from_the_constructor(task):
+    env_class = _FACTORIES[task].__self__
+    values = defaults(env_class)
+    assert set(values) == set(env_class.OPTIONS) and all(v is not inspect_empty() for v in values.values())
+    check_env_options(task, values)
+    check_env_options(task, {})
+
+
+def inspect_empty():
+    import inspect
+
+    return inspect.Parameter.empty
+
+
+@pytest.mark.parametrize(
+    "task, options, message",
+    [
+        ("pe-g-s2", {"reward_rul": "paper"}, f"{PREFIX}.reward_rul: not an option of PreferenceEnv; valid options: ['feedback_ablation'"),
+        ("pe-g-s2", {"reward_rule": "median"}, f"{PREFIX}.reward_rule: must be one of"),
+        ("pe-g-s2", {"user": "llm"}, f"{PREFIX}.user: not an option of PreferenceEnv"),  # PE has no user
+        ("pe-f-d6", {"replay_samples": 0}, f"{PREFIX}.replay_samples: must lie in"),
+        ("mediq", {"reward_rule": "reference"}, f"{PREFIX}.reward_rule: not an option of MediQEnv"),  # another task's option
+        ("mediq", {"user_timout": 5}, f"{PREFIX}.user_timout: not an option of MediQEnv; valid options: .*'user_timeout'"),
+        ("mediq", {"user_timeout": "abc"}, f"{PREFIX}.user_timeout: expected a float"),
+        ("mediq", {"user": "llm", "user_timeout": float("nan")}, f"{PREFIX}.user_timeout: must be a finite number"),
+        ("mediq", {"counterfactual_as": "yes"}, f"{PREFIX}.counterfactual_as: expected a bool"),
+        ("mediq", {"cf_as_max_overlap": 1.5}, f"{PREFIX}.cf_as_max_overlap: must lie in"),
+        ("flodial-hard", {"bt_saturation": 1}, f"{PREFIX}.bt_saturation: expected a bool"),
+        ("flodial-easy", {"user": "human"}, f"{PREFIX}.user: must be one of"),
+    ],
+)
+def test_invalid_options_name_their_key(task, options, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        check_env_options(task, options)
