@@ -7,7 +7,6 @@ user also take the user options of :mod:`envs.users`.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,12 +34,6 @@ class Option:
             raise ValueError(f"{key}: must be one of {list(self.choices)}, got {value!r}")
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             raise ValueError(f"{key}: must lie in [{self.low}, {self.high}], got {value!r}")
-
-
-def defaults(env_class) -> dict[str, Any]:
-    """Each declared option's default, read from the constructor."""
-    parameters = inspect.signature(env_class.__init__).parameters
-    return {name: parameters[name].default for name in env_class.OPTIONS}
 
 
 def check_options(env_class, options: Mapping[str, Any], prefix: str, user_options: tuple[str, ...] = ()) -> None:

@@ -121,10 +121,9 @@ class _Episode:
 
     def note_generation(self, output) -> None:
         """Record the weight version (trainer global step) a generation came from, as verl's own loops do."""
-        for key in ("min_global_steps", "global_steps", "max_global_steps"):
-            version = output.extra_fields.get(key)
-            if version is not None:
-                self.weight_versions.append(int(version))
+        version = output.extra_fields.get("global_steps")
+        if version is not None:
+            self.weight_versions.append(int(version))
 
     def weight_version_fields(self) -> dict[str, int | None]:
         """``min/max_global_steps`` for verl's staleness tags and step metrics (None if the server reports none)."""
@@ -137,9 +136,9 @@ def episode_name(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> str:
     return f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{kwargs.get('session_id', 0)}"
 
 
-def episode_seed(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> int:
+def episode_seed(name: str) -> int:
     """Stable per (row, rollout session) so that repeated samples of a prompt differ but replay."""
-    return zlib.crc32(episode_name(extra_info, kwargs).encode())
+    return zlib.crc32(name.encode())
 
 
 @register(AGENT_NAME)
@@ -158,7 +157,9 @@ class CritiqueAgentLoop(AgentLoopBase):
         task = extra_info.get("task")
         if task is None:
             raise ValueError(f"{AGENT_NAME}: dataset row has no extra_info['task']; regenerate the data with `arew prepare`")
-        env = make_env(task, extra_info, episode_seed(extra_info, kwargs), **self.settings.env_options)
+        name = episode_name(extra_info, kwargs)
+        seed = episode_seed(name)
+        env = make_env(task, extra_info, seed, **self.settings.env_options)
         messages = list(kwargs.get("raw_prompt") or env.initial_messages())
         prompt_ids = await self.loop.run_in_executor(
             None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
@@ -169,7 +170,7 @@ class CritiqueAgentLoop(AgentLoopBase):
                 f"more than rollout.prompt_length={self.prompt_length}; raise it or set data.filter_overlong_prompts=True"
             )
         # stable per (row, session, step): with rollout.full_determinism the engine sees it and can replay the episode
-        request_id = f"{AGENT_NAME}-{episode_seed(extra_info, kwargs)}-{kwargs.get('global_steps', 0)}"
+        request_id = f"{AGENT_NAME}-{seed}-{kwargs.get('global_steps', 0)}"
         episode = _Episode(runtime_ids=list(prompt_ids), messages=messages, request_id=request_id)
         metrics: dict[str, Any] = {}
 
@@ -188,7 +189,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 EPISODE_INFO_KEY: info,
-                EPISODE_NAME_KEY: episode_name(extra_info, kwargs),
+                EPISODE_NAME_KEY: name,
                 **episode.weight_version_fields(),
             },
         )

@@ -73,8 +73,8 @@ def dataset_tasks(config) -> set[str]:
         files = config.data.get(key)
         for path in [files] if isinstance(files, str) else list(files or []):
             if os.path.isfile(path):
-                rows = pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
-                tasks |= {row["task"] for row in rows if isinstance(row, dict) and row.get("task")}
+                names = pq.read_table(path, columns=["extra_info.task"]).column(0).to_pylist()  # that field only
+                tasks |= {name for name in names if name}
     return tasks
 
 

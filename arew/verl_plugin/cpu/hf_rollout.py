@@ -65,6 +65,9 @@ class HFRolloutServer:
         self.global_steps: int | None = None
         self.requests = 0
         self.weight_loads = 0
+        own = self.model.state_dict()
+        # tied parameters (one storage under several names): a sync may send either name
+        self._tied = {n for n, p in own.items() if any(p.data_ptr() == q.data_ptr() for m, q in own.items() if m != n)}
         self._lock = threading.Lock()  # one generation at a time, and never during a weight load
         self._warned_keys: set[str] = set()
 
@@ -115,7 +118,7 @@ class HFRolloutServer:
 
     async def generate(self, prompt_ids, sampling_params: dict[str, Any], request_id: str, **kwargs) -> TokenOutput:
         if any(kwargs.get(key) is not None for key in ("image_data", "video_data", "audio_data")):
-            raise NotImplementedError("hf rollout: multi-modal inputs are not supported")
+            raise ValueError("actor_rollout_ref.rollout.name=hf: the hf rollout takes text only, no multi-modal inputs; use vllm or sglang")
         params = dict(sampling_params)
         want_log_probs = bool(params.get("logprobs", False))
         tokens, log_probs = await asyncio.to_thread(self._generate, [int(t) for t in prompt_ids], params, str(request_id))
@@ -131,8 +134,7 @@ class HFRolloutServer:
         unknown = sorted(set(state) - set(own))
         if unknown:
             raise KeyError(f"hf rollout: the actor sent weights the rollout model does not have: {unknown[:5]}")
-        tied = {name for name, p in own.items() if any(p.data_ptr() == own[o].data_ptr() for o in state if o != name)}
-        missing = sorted(set(own) - set(state) - tied)
+        missing = sorted(set(own) - set(state) - self._tied)
         if missing:
             raise KeyError(f"hf rollout: the weight sync did not include {missing[:5]}")
         with self._lock, torch.no_grad():
@@ -170,7 +172,7 @@ class HFReplica(RolloutReplica):
 
     async def launch_servers(self):
         if self.rollout_mode is None or not self.workers:
-            raise NotImplementedError("hf rollout: only the hybrid mode (rollout inside the training workers) is supported")
+            raise ValueError("actor_rollout_ref.hybrid_engine: the hf rollout runs only inside the training workers; keep hybrid_engine=True")
         node_id = await self.workers[0].__ray_call__.remote(lambda worker: ray.get_runtime_context().get_node_id())
         config, model = self.config, omega_conf_to_dataclass(self.model_config)
         server = (
@@ -218,9 +220,9 @@ class HFServerAdapter(BaseRollout):
 
     async def update_weights(self, weights, global_steps: int | None = None, wire_format: str = "named_tensors", **kwargs):
         if wire_format != "named_tensors":
-            raise NotImplementedError(f"hf rollout: weight sync wire_format={wire_format!r} is not supported; use the naive checkpoint engine")
+            raise ValueError(f"actor_rollout_ref.rollout.checkpoint_engine.backend: the hf rollout takes full tensors (backend naive), got wire format {wire_format!r}")
         if kwargs.get("peft_config") is not None:
-            raise NotImplementedError("hf rollout: LoRA adapters are synced merged only; set actor_rollout_ref.model.lora.merge=True")
+            raise ValueError("actor_rollout_ref.model.lora.merge: the hf rollout takes LoRA weights merged only; set it to True")
         state = {}
         for name, tensor in weights:
             if hasattr(tensor, "full_tensor"):
