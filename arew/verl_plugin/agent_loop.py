@@ -16,6 +16,15 @@ reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
 their batch means under ``episode/`` in training).
 
+Failure policy: an exception anywhere in one episode (environment, user client, critique,
+parsing, generation, a user's own environment) or an overrun of ``episode_timeout`` ends that
+episode only. It becomes a sample that trains nothing (one end-of-sequence token with
+response_mask 0, no critiques, reward 0), its reason goes to ``extra_fields["arew_failure"]``
+(the phase it failed in, or ``deadline``, with the error) and ``reward_extra_info["failed"]`` is 1;
+each (reason, error type) is logged with its traceback once per process. The AReW trainer
+counts failures per reason, keeps failed samples out of group statistics, and fails the step
+when their share exceeds ``max_failed_share`` (see :mod:`arew.verl_plugin.trainer`).
+
 Context budget: the loop never lets verl cut the stream. A prompt longer than
 ``rollout.prompt_length`` fails the sample with a clear error (filter the dataset). When the
 response budget can no longer hold another round, its feedback and a final answer
@@ -27,7 +36,10 @@ only added when a full turn still fits after it, so the final answer round alway
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import traceback
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +58,9 @@ logger = logging.getLogger(__name__)
 AGENT_NAME = "arew_agent"
 EPISODE_INFO_KEY = "reward_extra_info"
 EPISODE_NAME_KEY = "arew_episode"
+FAILURE_KEY = "arew_failure"
+# where an episode can fail: building it, generating, inside the environment, assembling the sample, or out of time
+FAILURE_REASONS = ("setup", "generation", "environment", "result", "deadline")
 OVERFLOW_POLICIES = ("answer_now", "stop")
 ANSWER_NOW_NOTICE = (
     "\n\nThe conversation has reached its length budget. This is your final turn: "
@@ -62,6 +77,8 @@ class AgentLoopSettings:
     overflow: str = "answer_now"
     stop: tuple[str, ...] = ("</interact>", "</answer>")
     env_options: dict[str, Any] = field(default_factory=dict)
+    episode_timeout: float | None = 1800.0
+    max_failed_share: float = 0.1
 
     def check_budget(self, response_length: int, prefix: str = "arew_agent") -> None:
         """One round, its feedback and a final answer must fit in an empty response."""
@@ -97,16 +114,29 @@ class AgentLoopSettings:
             if options is not None and not isinstance(options, Mapping):
                 raise ValueError(f"{prefix}.env_options: expected a mapping of options, got {options!r}")
             raw["env_options"] = dict(options or {})
+        timeout = raw.get("episode_timeout", cls.episode_timeout)
+        if timeout is not None and not (_is_number(timeout) and math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"{prefix}.episode_timeout: expected a positive number of seconds or null (no deadline), got {timeout!r}")
+        share = raw.get("max_failed_share", cls.max_failed_share)
+        if not (_is_number(share) and 0.0 <= share <= 1.0):
+            raise ValueError(f"{prefix}.max_failed_share: expected a number in [0, 1], got {share!r}")
         return cls(**raw)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
 class _Episode:
-    """Token stream and per-turn records of one rollout."""
+    """Token stream and per-turn records of one rollout, and the phase it is in (its failure reason if it raises)."""
 
-    runtime_ids: list[int]
-    messages: list[dict[str, str]]
+    runtime_ids: list[int] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    prompt_ids: list[int] = field(default_factory=list)
     request_id: str = ""
+    phase: str = "setup"
+    metrics: dict[str, Any] = field(default_factory=dict)
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -125,10 +155,51 @@ class _Episode:
         if version is not None:
             self.weight_versions.append(int(version))
 
-    def weight_version_fields(self) -> dict[str, int | None]:
-        """``min/max_global_steps`` for verl's staleness tags and step metrics (None if the server reports none)."""
-        versions = self.weight_versions
+    def weight_version_fields(self, step: int | None) -> dict[str, int | None]:
+        """``min/max_global_steps`` for verl's staleness tags; the sample's own step when no generation reported one."""
+        versions = self.weight_versions or ([] if step is None else [int(step)])
         return {"min_global_steps": min(versions, default=None), "max_global_steps": max(versions, default=None)}
+
+
+class EpisodeDeadline(Exception):
+    """The episode overran ``arew_agent.episode_timeout``."""
+
+
+async def within_deadline(coroutine, seconds: float | None):
+    """Await ``coroutine``, cancelling it and raising :class:`EpisodeDeadline` after ``seconds`` (None: no limit).
+
+    Unlike ``asyncio.wait_for`` this tells the deadline apart from a ``TimeoutError`` raised inside.
+    """
+    if seconds is None:
+        return await coroutine
+    task = asyncio.ensure_future(coroutine)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no "never retrieved" warning
+        raise EpisodeDeadline(f"the episode ran longer than arew_agent.episode_timeout={seconds:g} s")
+    return task.result()
+
+
+_LOGGED_FAILURES: set[tuple[str, str]] = set()
+
+
+def log_failure_once(name: str, reason: str, error: BaseException) -> None:
+    """Traceback of the first failure of each (reason, error type) in this process; later ones are only counted."""
+    kind = (reason, type(error).__name__)
+    if kind in _LOGGED_FAILURES:
+        return
+    _LOGGED_FAILURES.add(kind)
+    logger.error(
+        "%s: episode %s failed in %s (%s: %s); it becomes a sample that trains nothing. "
+        "Later %s failures of this kind are counted in episode/failed, not logged.",
+        AGENT_NAME, name, reason, type(error).__name__, error, reason,
+        exc_info=None if isinstance(error, EpisodeDeadline) else (type(error), error, error.__traceback__),
+    )
 
 
 def episode_name(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> str:
@@ -154,49 +225,85 @@ class CritiqueAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
+        name = episode_name(extra_info, kwargs)
+        episode = _Episode()
+        try:
+            return await within_deadline(
+                self._run_episode(episode, name, extra_info, sampling_params, kwargs), self.settings.episode_timeout
+            )
+        except EpisodeDeadline as error:
+            reason, failure = "deadline", error
+        except Exception as error:  # one episode's failure must not fail the step (module docstring)
+            reason, failure = episode.phase, error
+        log_failure_once(name, reason, failure)
+        return self._failed_output(episode, name, reason, failure, sampling_params, kwargs)
+
+    async def _run_episode(self, episode: _Episode, name: str, extra_info, sampling_params, kwargs) -> AgentLoopOutput:
         task = extra_info.get("task")
         if task is None:
             raise ValueError(f"{AGENT_NAME}: dataset row has no extra_info['task']; regenerate the data with `arew prepare`")
-        name = episode_name(extra_info, kwargs)
         seed = episode_seed(name)
         env = make_env(task, extra_info, seed, **self.settings.env_options)
-        messages = list(kwargs.get("raw_prompt") or env.initial_messages())
+        episode.messages = list(kwargs.get("raw_prompt") or env.initial_messages())
         prompt_ids = await self.loop.run_in_executor(
-            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+            None, lambda: self.continuous_token_builder.build_initial_tokens(episode.messages)
         )
         if len(prompt_ids) > self.prompt_length:
             raise ValueError(
                 f"{AGENT_NAME}: prompt of task {task!r} row {extra_info.get('index')} has {len(prompt_ids)} tokens, "
                 f"more than rollout.prompt_length={self.prompt_length}; raise it or set data.filter_overlong_prompts=True"
             )
+        episode.prompt_ids, episode.runtime_ids = list(prompt_ids), list(prompt_ids)
         # stable per (row, session, step): with rollout.full_determinism the engine sees it and can replay the episode
-        request_id = f"{AGENT_NAME}-{seed}-{kwargs.get('global_steps', 0)}"
-        episode = _Episode(runtime_ids=list(prompt_ids), messages=messages, request_id=request_id)
-        metrics: dict[str, Any] = {}
+        episode.request_id = f"{AGENT_NAME}-{seed}-{kwargs.get('global_steps', 0)}"
 
-        final_step = await self._play(env, episode, sampling_params, request_id, metrics)
+        final_step = await self._play(env, episode, sampling_params, episode.request_id, episode.metrics)
 
-        prompt_len = len(prompt_ids)
-        info = self._episode_info(env, episode, final_step)
-        output = AgentLoopOutput(
+        episode.phase = "result"
+        info = self._episode_info(episode, final_step, env.proxies())
+        return AgentLoopOutput(
             prompt_ids=list(prompt_ids),
-            response_ids=episode.runtime_ids[prompt_len:],
+            response_ids=episode.runtime_ids[len(prompt_ids) :],
             response_mask=episode.response_mask,
             response_logprobs=episode.logprobs,
             reward_score=float(env.reward()),
             num_turns=len(episode.messages),
-            metrics=AgentLoopMetrics(**metrics),
+            metrics=AgentLoopMetrics(**episode.metrics),
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
-                **episode.weight_version_fields(),
+                **episode.weight_version_fields(kwargs.get("global_steps")),
             },
         )
-        return output
+
+    def _failed_output(self, episode: _Episode, name: str, reason: str, error: BaseException, sampling_params, kwargs):
+        """A sample that trains nothing: one end token under mask 0, no critiques, reward 0, and why it failed."""
+        tokenizer = self.tokenizer
+        token = next((t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None), 0)
+        prompt_ids = episode.prompt_ids or [token]
+        info = self._episode_info(episode, None, {})
+        info["failed"] = 1.0
+        return AgentLoopOutput(
+            prompt_ids=list(prompt_ids),
+            response_ids=[token],
+            response_mask=[0],
+            response_logprobs=[0.0] if sampling_params.get("logprobs") else None,
+            reward_score=0.0,
+            num_turns=len(episode.messages),
+            metrics=AgentLoopMetrics(**episode.metrics),
+            extra_fields={
+                RECORDS_KEY: make_record([], [], []),
+                EPISODE_INFO_KEY: info,
+                EPISODE_NAME_KEY: name,
+                FAILURE_KEY: {"reason": reason, "error": f"{type(error).__name__}: {error}"[:2000]},
+                **episode.weight_version_fields(kwargs.get("global_steps")),
+            },
+        )
 
     async def _play(self, env: ActiveReasoningEnv, episode: _Episode, sampling_params, request_id, metrics):
         """Drive the rounds; returns the final answer's StepResult, or None if the episode ended unanswered."""
+        episode.phase = "environment"
         for turn in range(env.max_turns):
             for round_kind in ("act", "update"):
                 if not self._round_fits(episode):
@@ -256,8 +363,10 @@ class CritiqueAgentLoop(AgentLoopBase):
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
         episode.counterfactual_calls += 1
         request_id = f"{episode.request_id}-counterfactual{episode.counterfactual_calls}"
+        caller, episode.phase = episode.phase, "generation"
         output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids, sampling_params=params)
         episode.note_generation(output)
+        episode.phase = caller
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 
     def _remaining(self, episode: _Episode) -> int:
@@ -274,6 +383,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             "max_tokens": min(self.settings.max_tokens_per_turn, self._remaining(episode)),
             "stop": list(self.settings.stop),
         }
+        caller, episode.phase = episode.phase, "generation"
         with simple_timer("generate_sequences", metrics):
             output = await self.server_manager.generate(
                 request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
@@ -297,6 +407,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.spans.append((start, len(episode.response_mask)))
         text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
         episode.messages.append({"role": "assistant", "content": text})
+        episode.phase = caller
         return text
 
     def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
@@ -323,8 +434,10 @@ class CritiqueAgentLoop(AgentLoopBase):
         return step
 
     @staticmethod
-    def _episode_info(env: ActiveReasoningEnv, episode: _Episode, final_step: StepResult | None) -> dict[str, float]:
+    def _episode_info(episode: _Episode, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
+        """The same keys for every episode of a task (a failed one lacks only the proxies), as verl's tables need."""
         info: dict[str, float] = {
+            "failed": 0.0,
             "decisions": float(len(episode.labels)),
             "invalid_turns": float(episode.invalid_turns),
             "answered": float(final_step is not None and final_step.valid),
@@ -337,7 +450,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             labels = [z for c, z in zip(episode.channels, episode.labels) if c == channel]
             for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
                 info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
-        for key, value in env.proxies().items():
+        for key, value in proxies.items():
             if key == "reward":
                 continue  # verl already logs the reward; a second "reward" entry would corrupt its validation table
             if isinstance(value, (list, tuple)):

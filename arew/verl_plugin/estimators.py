@@ -9,6 +9,10 @@ The per-sample critique records, the critic values and the trainer's global step
 an :class:`AdvantageBatch` that the AReW trainer installs around its advantage stage with
 :func:`advantage_batch`. Called without one, an AReW estimator raises instead of silently
 training without critiques.
+
+Samples flagged in :attr:`AdvantageBatch.excluded` (failed episodes, verl's padding) train
+nothing: each gets a group of its own, so that GRPO-style statistics are those of the group's
+remaining members, and zero advantages and returns.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
@@ -33,6 +38,8 @@ class AdvantageBatch:
     segments: Segments
     step: int
     values: torch.Tensor | None = None
+    # (B,) bool: samples that train nothing and must not enter group statistics; None: none
+    excluded: torch.Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -96,7 +103,13 @@ def _make_estimator(name: str, base_fn):
         if arew_config.mode == "intermediate_reward":
             rewards, stats = add_intermediate_rewards(rewards, response_mask, batch.segments, arew_config, batch.step)
             batch.metrics.update(stats)
+        excluded = batch.excluded if batch.excluded is not None and bool(batch.excluded.any()) else None
+        if excluded is not None and kwargs.get("index") is not None:
+            kwargs["index"] = _own_groups(kwargs["index"], excluded)
         advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, **kwargs)
+        if excluded is not None:
+            rows = excluded.to(advantages.device)[:, None]
+            advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
         if arew_config.mode == "reweight":
             advantages, stats = reweight_advantages(advantages, response_mask, batch.segments, arew_config, batch.step)
             batch.metrics.update(stats)
@@ -105,6 +118,14 @@ def _make_estimator(name: str, base_fn):
     estimator.__name__ = name
     estimator.__doc__ = f"AReW over verl's '{name.removeprefix(ESTIMATOR_PREFIX)}' estimator (see arew.verl_plugin.estimators)."
     return estimator
+
+
+def _own_groups(index, excluded: torch.Tensor) -> np.ndarray:
+    """A copy of verl's group index in which every excluded sample is alone in its group."""
+    index = np.array(index, dtype=object, copy=True)
+    rows = np.flatnonzero(excluded.cpu().numpy())
+    index[rows] = [f"arew-excluded-{row}" for row in rows]
+    return index
 
 
 def register_arew_estimator(base: str) -> str:

@@ -4,7 +4,10 @@ Only the advantage stage differs from ``PPOTrainerSync``: before verl computes a
 also fetches each sample's ``extra_fields`` (the critique records, see
 :mod:`arew.core.records`), the response lengths and, for GAE, the critic values from
 TransferQueue, and exposes them to the AReW estimator; afterwards the estimator's
-statistics join the step metrics under ``arew/``. Everything else, including the replay
+statistics join the step metrics under ``arew/``. Failed episodes (see the failure policy in
+:mod:`arew.verl_plugin.agent_loop`) and verl's padding samples are kept out of the group
+statistics; failures are counted per reason, and the step fails when their share exceeds
+``arew_agent.max_failed_share``. Everything else, including the replay
 buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import logging
 import netrc
 import os
+from collections import Counter
 
 import pyarrow.parquet as pq
 import torch
@@ -22,7 +26,14 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
-from arew.verl_plugin.agent_loop import AGENT_NAME, EPISODE_INFO_KEY, EPISODE_NAME_KEY, AgentLoopSettings
+from arew.verl_plugin.agent_loop import (
+    AGENT_NAME,
+    EPISODE_INFO_KEY,
+    EPISODE_NAME_KEY,
+    FAILURE_KEY,
+    FAILURE_REASONS,
+    AgentLoopSettings,
+)
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
@@ -107,6 +118,26 @@ def episode_metrics(extra_fields: list) -> dict[str, float]:
     return {f"episode/{key}/mean": sums[key] / counts[key] for key in sums}
 
 
+def failure_metrics(failures: list) -> dict[str, float]:
+    """``episode/failed/<reason>`` counts (every reason, zeros included, so charts have no gaps) and their total."""
+    counts = Counter(failure.get("reason") for failure in failures if failure)
+    metrics = {f"episode/failed/{reason}": float(counts.get(reason, 0)) for reason in FAILURE_REASONS}
+    metrics["episode/failed/count"] = float(sum(counts.values()))
+    return metrics
+
+
+def check_failed_share(failures: list, bound: float) -> None:
+    """Fail the step, saying why, when more than ``bound`` of its episodes failed."""
+    failed = [failure for failure in failures if failure]
+    if failures and len(failed) / len(failures) > bound:
+        reasons = dict(Counter(failure.get("reason") for failure in failed))
+        raise RuntimeError(
+            f"{len(failed)} of {len(failures)} episodes failed this step ({len(failed) / len(failures):.0%}), more than "
+            f"arew_agent.max_failed_share={bound:g}; by reason: {reasons}; first error: {failed[0].get('error')} "
+            "(the agent-loop workers' log has each kind's traceback)"
+        )
+
+
 @register_trainer(TRAINER_MODE)
 class AReWTrainer(PPOTrainerSync):
     """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
@@ -129,7 +160,16 @@ class AReWTrainer(PPOTrainerSync):
         if uses_values:
             fields.append("values")
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        extra_fields = [getattr(item, "data", item) for item in data.pop("extra_fields")]
+        tags = list(batch.tags or [{}] * len(batch.keys))
+        padding = [bool(tag.get("is_padding", False)) for tag in tags]
+        # verl's padding samples carry copies of the first sample's extra_fields: they are nobody's episode
+        extra_fields = [
+            None if pad else getattr(item, "data", item) for item, pad in zip(data.pop("extra_fields"), padding)
+        ]
+        failures = [ef.get(FAILURE_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        real = [failure for failure, pad in zip(failures, padding) if not pad]
+        metrics.update(failure_metrics(real))
+        check_failed_share(real, AgentLoopSettings.from_config(self.config.get("arew_agent")).max_failed_share)
         records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
         metrics.update(episode_metrics(extra_fields))
         response_lengths = data["response_mask"].offsets().diff()
@@ -141,7 +181,8 @@ class AReWTrainer(PPOTrainerSync):
         if segments.dropped_samples:
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
         values = data.to_padded_tensor()["values"] if uses_values else None
-        context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values)
+        excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
+        context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +21,11 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
-from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, CritiqueAgentLoop
+from arew.verl_plugin import agent_loop
+from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
 from envs.preference.data import build_rows
+from envs.preference.env import PreferenceEnv
 from envs.registry import make_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,10 +200,102 @@ async def test_context_budget_is_explicit_and_counted(chat_tokenizer, row, overf
     collect_segments([output.extra_fields[RECORDS_KEY]], [len(output.response_ids)])
 
 
-async def test_overlong_prompt_fails_clearly(chat_tokenizer, row):
+class RaisingServer:
+    """An inference engine that dies on the first request."""
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        raise RuntimeError("engine died")
+
+
+class HangingServer:
+    """An inference engine that never answers."""
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        await asyncio.sleep(3600)
+
+
+def _assert_trains_nothing(output, reason, error_part, global_steps=None):
+    failure = output.extra_fields[FAILURE_KEY]
+    assert failure["reason"] == reason and error_part in failure["error"], failure
+    assert output.response_mask == [0] and len(output.response_ids) == 1 and output.reward_score == 0.0
+    assert output.extra_fields[RECORDS_KEY] == {"start": [], "end": [], "channel": [], "label": []}
+    assert output.extra_fields["reward_extra_info"]["failed"] == 1.0
+    assert output.extra_fields["min_global_steps"] == output.extra_fields["max_global_steps"] == global_steps
+
+
+async def test_overlong_prompt_fails_its_sample_clearly(chat_tokenizer, row):
     server = ScriptedServer(chat_tokenizer, [])
-    with pytest.raises(ValueError, match="rollout.prompt_length=16"):
-        await _loop(chat_tokenizer, server, _config(prompt_length=16)).run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+    output = await _loop(chat_tokenizer, server, _config(prompt_length=16)).run(
+        {}, raw_prompt=row["prompt"], extra_info=row["extra_info"], global_steps=4
+    )
+    _assert_trains_nothing(output, "setup", "rollout.prompt_length=16", global_steps=4)
+    assert len(output.prompt_ids) == 1  # the over-long prompt is not passed on to verl
+
+
+async def test_a_raising_environment_fails_only_its_episode_and_logs_one_traceback(chat_tokenizer, row, monkeypatch, caplog):
+    async def broken_act(self, text, counterfactual=None):
+        raise KeyError("a bug in a user's environment")
+
+    monkeypatch.setattr(PreferenceEnv, "act", broken_act)
+    monkeypatch.setattr(agent_loop, "_LOGGED_FAILURES", set())  # a fresh process
+    informative, _ = _queries(row["extra_info"])
+    outputs = []
+    with caplog.at_level(logging.ERROR, logger="arew.verl_plugin.agent_loop"):
+        for _ in range(3):
+            server = ScriptedServer(chat_tokenizer, [informative])
+            outputs.append(await _loop(chat_tokenizer, server, _config()).run(
+                {"logprobs": True}, raw_prompt=row["prompt"], extra_info=row["extra_info"], global_steps=2
+            ))
+    for output in outputs:
+        _assert_trains_nothing(output, "environment", "a bug in a user's environment", global_steps=2)
+        assert output.response_logprobs == [0.0]  # log-probs were asked for: the failed sample carries them too
+        assert output.extra_fields["reward_extra_info"]["decisions"] == 0.0
+    tracebacks = [r for r in caplog.records if "failed in environment" in r.getMessage()]
+    assert len(tracebacks) == 1 and tracebacks[0].exc_info[0] is KeyError  # once per process and kind, with its traceback
+
+
+async def test_a_raising_engine_is_a_generation_failure(chat_tokenizer, row):
+    output = await _loop(chat_tokenizer, RaisingServer(), _config()).run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
+    _assert_trains_nothing(output, "generation", "RuntimeError: engine died")
+    assert output.response_logprobs is None
+
+
+async def test_a_row_without_task_is_a_setup_failure(chat_tokenizer, row):
+    output = await _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, []), _config()).run(
+        {}, raw_prompt=row["prompt"], extra_info={"index": 3}
+    )
+    _assert_trains_nothing(output, "setup", "no extra_info['task']")
+
+
+async def test_episode_deadline_ends_a_hung_episode_within_its_timeout(chat_tokenizer, row):
+    started = time.monotonic()
+    output = await _loop(chat_tokenizer, HangingServer(), _config(episode_timeout=0.5)).run(
+        {}, raw_prompt=row["prompt"], extra_info=row["extra_info"]
+    )
+    _assert_trains_nothing(output, "deadline", "arew_agent.episode_timeout=0.5")
+    assert time.monotonic() - started < 0.5 + 10.0  # bounded by the deadline, not by the hour the engine would take
+
+
+async def test_a_timeout_inside_the_environment_is_not_the_deadline(chat_tokenizer, row, monkeypatch):
+    async def slow_act(self, text, counterfactual=None):
+        raise TimeoutError("tool timed out")
+
+    monkeypatch.setattr(PreferenceEnv, "act", slow_act)
+    informative, _ = _queries(row["extra_info"])
+    output = await _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, [informative]), _config(episode_timeout=60)).run(
+        {}, raw_prompt=row["prompt"], extra_info=row["extra_info"]
+    )
+    _assert_trains_nothing(output, "environment", "tool timed out")
+
+
+async def test_successful_episodes_say_they_did_not_fail(chat_tokenizer, row):
+    info = row["extra_info"]
+    truth = _vector(info["w_star"])
+    output = await _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, [f"<answer>{truth}</answer>"]), _config()).run(
+        {}, raw_prompt=row["prompt"], extra_info=info, global_steps=7
+    )
+    assert FAILURE_KEY not in output.extra_fields and output.extra_fields["reward_extra_info"]["failed"] == 0.0
+    assert output.extra_fields["min_global_steps"] == 7  # the scripted engine reports no weight version
 
 
 def test_settings_validation_names_the_key(chat_tokenizer):
@@ -285,3 +382,54 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
     assert metrics["episode/answered/mean"] == pytest.approx(1.0)
     assert "episode/reward/mean" not in metrics  # verl's validation table owns the "reward" column
     assert metrics["episode/decisions/mean"] == pytest.approx(3.5)
+
+
+async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_right(chat_tokenizer, row, transfer_queue):
+    """verl's TQ worker stores a failed episode like any other; the AReW stage keeps it out of its GRPO group."""
+    info = row["extra_info"]
+    informative, dominated = _queries(info)
+    truth, flat = _vector(info["w_star"]), _vector([0.5] * 6)
+    servers = [
+        ScriptedServer(chat_tokenizer, [informative, f"<interact>{truth}</interact>", dominated, f"<answer>{truth}</answer>"]),
+        RaisingServer(),  # this session's engine dies: reward 0 would otherwise drag the group mean
+        ScriptedServer(chat_tokenizer, [dominated, f"<interact>{flat}</interact>", f"<answer>{flat}</answer>"]),
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        config = compose(
+            config_name="arew_trainer",
+            overrides=["algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=0.5", "actor_rollout_ref.rollout.n=3",
+                       "arew_agent.max_failed_share=0.5"],
+        )
+    loop_config = OmegaConf.merge(config, _config())
+    keys = []
+    for session, server in enumerate(servers):
+        await _worker(chat_tokenizer, server, loop_config)._run_agent_loop(
+            {"logprobs": True}, {"step": 1, "sample_index": 0, "rollout_n": session, "validate": False},
+            agent_name="arew_agent", raw_prompt=row["prompt"], extra_info=info, uid="pe9", session_id=session,
+            global_steps=1,
+        )
+        keys.append(f"pe9_{session}_0")
+    rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
+    batch = transfer_queue.kv_batch_put(
+        keys=keys, partition_id="train", fields=TensorDict({"old_log_probs": rollout["rollout_log_probs"]}, batch_size=len(keys))
+    )
+    trainer = AReWTrainer.__new__(AReWTrainer)
+    trainer.config, trainer.global_steps = config, 1
+    metrics = {}
+    trainer._compute_advantage(batch, metrics)
+
+    data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores"])
+    advantages = data["advantages"].unbind()
+    masks = [m.bool() for m in data["response_mask"].unbind()]
+    assert [float(s.sum()) for s in data["rm_scores"].unbind()] == [1.0, 0.0, 0.0]
+    survivors = torch.tensor([1.0, 0.0])
+    base = (survivors - survivors.mean()) / (survivors.std() + 1e-6)  # verl's GRPO over the two that did not fail
+    torch.testing.assert_close(advantages[2][masks[2]], torch.full((int(masks[2].sum()),), float(base[1])))
+    assert masks[1].sum() == 0 and torch.equal(advantages[1], torch.zeros_like(advantages[1]))
+    assert metrics["episode/failed/generation"] == 1.0 and metrics["episode/failed/count"] == 1.0
+    assert metrics["episode/failed/environment"] == 0.0
+    assert metrics["episode/failed/mean"] == pytest.approx(1 / 3)
+
+    trainer.config = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
+    with pytest.raises(RuntimeError, match=r"1 of 3 episodes failed this step \(33%\), more than arew_agent.max_failed_share=0.2"):
+        trainer._compute_advantage(batch, {})

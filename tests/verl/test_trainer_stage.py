@@ -8,6 +8,7 @@ import torch
 import transfer_queue as tq
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
@@ -102,6 +103,22 @@ def test_gae_stage_uses_critic_values_and_channels_off_is_exactly_verl(transfer_
         torch.testing.assert_close(a, expected[i, : LENGTHS[i]])
     zero_values, _ = core_algos.compute_gae_advantage_return(rewards, torch.zeros_like(mask), mask, 1.0, 1.0)
     assert not torch.allclose(zero_values, expected)
+
+
+def test_verls_padding_samples_are_nobodys_episode(transfer_queue):
+    """verl pads a batch with copies of its first sample's extra_fields; their records must not be applied or checked."""
+    config = _compose("algorithm.adv_estimator=arew_grpo")
+    batch = upsample_batch_to_divisible_size(_put("t_pad"), 3, eos_token_id=0)  # 4 samples -> 6
+    assert sum(tag.get("is_padding", False) for tag in batch.tags) == 2
+    metrics = {}
+    _trainer(AReWTrainer, config)._compute_advantage(batch, metrics)  # sample 0's 7-token spans on 1-token padding
+    reference = _put("t_pad_ref")
+    _trainer(AReWTrainer, config)._compute_advantage(reference, {})
+    padded, plain = _advantages(batch)[0], _advantages(reference)[0]
+    for a, ra in zip(padded[:4], plain):
+        torch.testing.assert_close(a, ra)
+    assert all(torch.equal(a, torch.zeros_like(a)) for a in padded[4:])
+    assert metrics["arew/as/pos"] == 2 and metrics["episode/failed/count"] == 0.0
 
 
 def test_invalid_records_fail_the_stage_naming_the_key_or_are_dropped(transfer_queue):
