@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from arew.core import collect_segments, parse_config, reweight_advantages
 from arew import smoke
+from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 DETERMINISTIC = (
     "actor_rollout_ref.rollout.full_determinism=true",  # stable request ids reach the hf server: runs replay
@@ -185,6 +190,88 @@ def test_mediq_with_the_offline_patient(runs_dir):
     step = result.steps[0]
     assert step["arew/decisions"] > 0 and step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
     assert "episode/proxy_fact_coverage/mean" in step and step["episode/counterfactual_generations/mean"] >= 0
+
+
+@contextmanager
+def _hung_server():
+    """A loopback server that accepts every connection and never replies (the worst user server)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        listener.close()
+
+
+def _corrupt(parquet: Path, every: int) -> int:
+    """Give every ``every``-th row a gold index MediQ rejects when the episode is built; returns how many."""
+    frame = pd.read_parquet(parquet)
+    rows = list(range(0, len(frame), every))
+    infos = list(frame["extra_info"])
+    for row in rows:
+        infos[row] = {**infos[row], "answer_idx": 7}
+    frame["extra_info"] = infos
+    frame.to_parquet(parquet)
+    return len(rows)
+
+
+def test_failing_episodes_and_a_hung_user_server_cost_no_step(runs_dir):
+    """Episodes that raise become masked samples counted by reason; a user server that never replies
+    opens the circuit after two timeouts, and the rest of the run falls back without trying it.
+    The agent asks one question in every turn (a scripted model), so the user is called."""
+    folder = runs_dir / "faults"
+    question = "<interact>Do you have a fever?</interact>"
+    tokenizer = build_chat_tokenizer(extra_text=[question] * 50)
+    build_scripted_model(tokenizer, question).save_pretrained(folder / "scripted")
+    tokenizer.save_pretrained(folder / "scripted")
+    source = runs_dir / "mediq_faults.jsonl"
+    source.write_text("\n".join(json.dumps(_mediq_case(i)) for i in range(40)) + "\n")
+    smoke.prepare_data("mediq", folder / "data", str(source))
+    assert _corrupt(folder / "data" / "mediq" / "train.parquet", every=4) == 8
+    assert _corrupt(folder / "data" / "mediq" / "validation.parquet", every=2) == 2
+    with _hung_server() as url:
+        options = ["arew_agent.env_options.user=llm", f"arew_agent.env_options.user_url={url}"] + [
+            f"+arew_agent.env_options.{key}={value}"  # not in the task's config: appended
+            for key, value in {"user_timeout": 1, "user_max_retries": 0, "user_breaker_failures": 2, "user_breaker_cooldown": 600}.items()
+        ]  # fmt: skip
+        result = _run(
+            folder, *options, "arew_agent.max_failed_share=0.9", "data.max_prompt_length=4096",
+            "trainer.val_before_train=true", task="mediq", source=str(source), model=folder / "scripted",
+        )  # fmt: skip
+    log = result.log_path.read_text()
+    assert [s["step"] for s in result.steps] == [1, 2]
+    failed = sum(step["episode/failed/setup"] for step in result.steps)
+    assert failed > 0 and failed == sum(step["episode/failed/count"] for step in result.steps)
+    for step in result.steps:
+        assert step["episode/failed/count"] < 8 and step["arew/decisions"] > 0  # the survivors carry critiques
+        for reason in ("generation", "environment", "result", "deadline"):
+            assert step[f"episode/failed/{reason}"] == 0
+        assert step["episode/failed/mean"] == pytest.approx(step["episode/failed/count"] / 8)
+        # validation's timeouts opened the circuit: every answer falls back to the offline patient, no request is made
+        assert step["episode/proxy_user_calls/mean"] > 0 and step["episode/proxy_user_requests/mean"] == 0, step
+        assert step["episode/proxy_user_fallbacks/mean"] == step["episode/proxy_user_calls/mean"]
+        assert step["episode/proxy_user_short_circuits/mean"] > 0
+    validation = result.validation
+    assert validation["val-aux/arew/mediq/failed/mean@1"] == 0.5
+    assert validation["val-aux/arew/mediq/proxy_user_timeouts/mean@1"] > 0
+    assert log.count("failed in setup (ValueError: MediQ needs four options") == 1  # logged once, counted always
+    assert "Traceback" in log
 
 
 def test_smoke_summary_reports_each_step(grpo):

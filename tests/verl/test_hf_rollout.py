@@ -76,3 +76,19 @@ async def test_weight_loads_change_the_policy_and_check_names(server):
 async def test_prompt_without_room_is_refused(server):
     with pytest.raises(ValueError, match="max_model_len=4096"):
         await server.generate([1] * 4096, {"max_tokens": 4}, "long")
+
+
+async def test_a_scripted_model_answers_every_turn_with_its_reply_through_the_server(tmp_path):
+    from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+
+    reply = "<interact>Do you have a fever?</interact>"
+    tokenizer = build_chat_tokenizer(extra_text=[reply] * 50)
+    build_scripted_model(tokenizer, reply).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    server = HFRolloutServer(str(tmp_path), str(tmp_path), False, max_model_len=4096, response_length=64, seed=1)
+    for i, content in enumerate(["Turn 1 of 8: ask the patient one question.", "Now state your updated scores."]):
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True, tokenize=True, return_dict=False)
+        out = await server.generate(prompt, {"temperature": 1.0, "max_tokens": 40, "stop": ["</interact>"]}, f"s{i}")
+        assert tokenizer.decode(out.token_ids) == reply
+    with pytest.raises(ValueError, match="two successors"):
+        build_scripted_model(tokenizer, "Do you? Do you have?")
