@@ -9,7 +9,7 @@ option                       default                          meaning
 ``user``                     ``"offline"``                    ``"offline"`` (lexical) or ``"llm"``
 ``user_url``                 ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL
 ``user_model``               ``"Qwen/Qwen2.5-14B-Instruct"``  served model name
-``user_timeout``             ``30.0``                         seconds per attempt, slot wait included
+``user_timeout``             ``15.0``                         seconds per attempt, slot wait included
 ``user_max_retries``         ``2``                            further attempts after a failed one
 ``user_backoff``             ``0.5``                          first wait between attempts (doubles)
 ``user_max_backoff``         ``8.0``                          longest wait between attempts

@@ -63,7 +63,7 @@ _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyn
 class LLMUserConfig:
     url: str = "http://127.0.0.1:8000/v1"
     model: str = "Qwen/Qwen2.5-14B-Instruct"
-    timeout: float = 30.0
+    timeout: float = 15.0
     max_retries: int = 2
     backoff: float = 0.5
     max_backoff: float = 8.0
