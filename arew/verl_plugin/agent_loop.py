@@ -1,9 +1,9 @@
 """``arew_agent``: verl agent loop for active-reasoning episodes with per-turn critiques.
 
 Selected by the dataset column ``agent_name: arew_agent`` (or
-``actor_rollout_ref.rollout.agent.default_agent_loop=arew_agent``). One episode alternates
-action rounds (channel AS) and belief-update rounds (channel BT) as the environment
-protocol in :mod:`envs.base` describes, then asks for the final answer. The token stream
+``actor_rollout_ref.rollout.agent.default_agent_loop=arew_agent``). The episode's rules
+(rounds, critiques, counterfactual generations, budget policy) are the episode driver's
+(:mod:`arew.episodes.driver`); this loop is its verl transcript. The token stream
 is built incrementally with verl's Continuous Token builder: assistant tokens get
 response_mask 1, the environment's messages 0. The builder's merges are called inline rather
 than through verl's thread-pool wrappers: a merge costs about 0.2 ms, less than the hand-off.
@@ -26,12 +26,11 @@ counts failures per reason, keeps failed samples out of group statistics, and fa
 when their share exceeds ``max_failed_share`` (see :mod:`arew.verl_plugin.trainer`).
 
 Context budget: the loop never lets verl cut the stream. A prompt longer than
-``rollout.prompt_length`` fails the sample with a clear error (filter the dataset). When the
-response budget can no longer hold another round, its feedback and a final answer
-(``2 * max_tokens_per_turn + feedback_reserve_tokens``), or a feedback message would leave
-no room for an answer, ``overflow=answer_now`` tells the agent so and asks for its final
-answer, ``overflow=stop`` ends the episode unanswered; both are counted. Every feedback is
-only added when a full turn still fits after it, so the final answer round always fits.
+``rollout.prompt_length`` fails the sample with a clear error (filter the dataset). A round
+fits while the response budget holds it, its feedback and a final answer
+(``2 * max_tokens_per_turn + feedback_reserve_tokens``); a feedback is only added when a full
+turn still fits after it, so the final answer round always fits; ``overflow`` says what the
+driver does when either fails.
 """
 
 from __future__ import annotations
@@ -49,8 +48,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
-from envs.base import ActiveReasoningEnv, StepResult
-from envs.parsing import payload_kind
+from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, play
+from envs.base import StepResult
 from envs.registry import make_env
 
 logger = logging.getLogger(__name__)
@@ -61,11 +60,6 @@ EPISODE_NAME_KEY = "arew_episode"
 FAILURE_KEY = "arew_failure"
 # where an episode can fail: building it, generating, inside the environment, assembling the sample, or out of time
 FAILURE_REASONS = ("setup", "generation", "environment", "result", "deadline")
-OVERFLOW_POLICIES = ("answer_now", "stop")
-ANSWER_NOW_NOTICE = (
-    "\n\nThe conversation has reached its length budget. This is your final turn: "
-    "give your final answer now in <answer>...</answer>."
-)
 
 
 @dataclass(frozen=True)
@@ -128,23 +122,17 @@ def _is_number(value: Any) -> bool:
 
 
 @dataclass
-class _Episode:
-    """Token stream and per-turn records of one rollout, and the phase it is in (its failure reason if it raises)."""
+class _Episode(EpisodeLog):
+    """The driver's record of one rollout plus its token stream."""
 
     runtime_ids: list[int] = field(default_factory=list)
     messages: list[dict[str, str]] = field(default_factory=list)
     prompt_ids: list[int] = field(default_factory=list)
     request_id: str = ""
-    phase: str = "setup"
     metrics: dict[str, Any] = field(default_factory=dict)
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)
-    channels: list[str] = field(default_factory=list)
-    labels: list[int] = field(default_factory=list)
-    invalid_turns: int = 0
-    forced_answer: bool = False
-    truncated: bool = False
     generation_calls: int = 0
     counterfactual_calls: int = 0
     weight_versions: list[int] = field(default_factory=list)
@@ -257,7 +245,8 @@ class CritiqueAgentLoop(AgentLoopBase):
         # stable per (row, session, step): with rollout.full_determinism the engine sees it and can replay the episode
         episode.request_id = f"{AGENT_NAME}-{seed}-{kwargs.get('global_steps', 0)}"
 
-        final_step = await self._play(env, episode, sampling_params, episode.request_id, episode.metrics)
+        final_step = await play(env, _TokenTranscript(self, episode, sampling_params), episode, self.settings.overflow)
+        episode.metrics["tool_calls"] = episode.environment_seconds  # verl's name for time spent in the environment
 
         episode.phase = "result"
         info = self._episode_info(episode, final_step, env.proxies())
@@ -301,46 +290,6 @@ class CritiqueAgentLoop(AgentLoopBase):
             },
         )
 
-    async def _play(self, env: ActiveReasoningEnv, episode: _Episode, sampling_params, request_id, metrics):
-        """Drive the rounds; returns the final answer's StepResult, or None if the episode ended unanswered."""
-        episode.phase = "environment"
-        for turn in range(env.max_turns):
-            for round_kind in ("act", "update"):
-                if not self._round_fits(episode):
-                    return await self._overflow(env, episode, sampling_params, request_id, metrics)
-                cf_action = None
-                if round_kind == "act" and (cf_belief := env.counterfactual_belief()) is not None:
-                    cf_action = await self._counterfactual_action(episode, cf_belief, sampling_params)
-                text = await self._generate(episode, sampling_params, request_id, metrics)
-                if payload_kind(text) == "answer":
-                    return self._record(episode, env.answer(text))
-                if round_kind == "act":
-                    with simple_timer("tool_calls", metrics):  # verl's name for time spent in the environment
-                        step = await env.act(text, counterfactual=cf_action)
-                    cf_feedback = env.counterfactual_feedback()
-                    counterfactual = None
-                    if cf_feedback is not None:
-                        counterfactual = await self._counterfactual(episode, cf_feedback, sampling_params)
-                else:
-                    step = env.update(text, counterfactual=counterfactual)
-                self._record(episode, step)
-                feedback = step.feedback
-                if round_kind == "act" and turn == env.max_turns - 1:
-                    feedback += env.final_turn_notice()
-                if not self._add_feedback(episode, feedback):
-                    return await self._overflow(env, episode, sampling_params, request_id, metrics)
-        text = await self._generate(episode, sampling_params, request_id, metrics)
-        return self._record(episode, env.answer(text))
-
-    async def _overflow(self, env, episode: _Episode, sampling_params, request_id, metrics):
-        if self.settings.overflow == "answer_now" and episode.response_mask:
-            if self._add_feedback(episode, ANSWER_NOW_NOTICE):
-                episode.forced_answer = True
-                text = await self._generate(episode, sampling_params, request_id, metrics)
-                return self._record(episode, env.answer(text))
-        episode.truncated = True
-        return None
-
     async def _counterfactual(self, episode: _Episode, feedback: str, sampling_params) -> str:
         """The agent's update from the pre-feedback context with ``feedback`` instead; not part of the trajectory."""
         previous = list(episode.messages)
@@ -377,7 +326,8 @@ class CritiqueAgentLoop(AgentLoopBase):
         cap = self.settings.max_tokens_per_turn
         return self._remaining(episode) >= 2 * cap + self.settings.feedback_reserve_tokens
 
-    async def _generate(self, episode: _Episode, sampling_params, request_id, metrics) -> str:
+    async def _generate(self, episode: _Episode, sampling_params) -> str:
+        metrics = episode.metrics
         params = {
             **sampling_params,
             "max_tokens": min(self.settings.max_tokens_per_turn, self._remaining(episode)),
@@ -386,7 +336,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         caller, episode.phase = episode.phase, "generation"
         with simple_timer("generate_sequences", metrics):
             output = await self.server_manager.generate(
-                request_id=request_id, prompt_ids=episode.runtime_ids, sampling_params=params
+                request_id=episode.request_id, prompt_ids=episode.runtime_ids, sampling_params=params
             )
         episode.generation_calls += 1
         episode.note_generation(output)
@@ -427,35 +377,35 @@ class CritiqueAgentLoop(AgentLoopBase):
         return True
 
     @staticmethod
-    def _record(episode: _Episode, step: StepResult) -> StepResult:
-        episode.channels.append(step.channel)
-        episode.labels.append(int(step.critique))
-        episode.invalid_turns += int(not step.valid)
-        return step
-
-    @staticmethod
     def _episode_info(episode: _Episode, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
         """The same keys for every episode of a task (a failed one lacks only the proxies), as verl's tables need."""
-        info: dict[str, float] = {
+        return {
             "failed": 0.0,
-            "decisions": float(len(episode.labels)),
-            "invalid_turns": float(episode.invalid_turns),
-            "answered": float(final_step is not None and final_step.valid),
-            "forced_answer": float(episode.forced_answer),
-            "truncated": float(episode.truncated),
+            **episode.info(final_step, proxies),
             "response_tokens": float(len(episode.response_mask)),
             "counterfactual_generations": float(episode.counterfactual_calls),
         }
-        for channel in ("as", "bt"):
-            labels = [z for c, z in zip(episode.channels, episode.labels) if c == channel]
-            for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
-                info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
-        for key, value in proxies.items():
-            if key == "reward":
-                continue  # verl already logs the reward; a second "reward" entry would corrupt its validation table
-            if isinstance(value, (list, tuple)):
-                numbers = [float(v) for v in value]
-                info[f"proxy_{key}_mean"] = sum(numbers) / len(numbers) if numbers else 0.0
-            elif isinstance(value, (int, float)):
-                info[f"proxy_{key}"] = float(value)
-        return info
+
+
+@dataclass
+class _TokenTranscript:
+    """The driver's :class:`~arew.episodes.Transcript` on verl's token stream and server manager."""
+
+    loop: CritiqueAgentLoop
+    episode: _Episode
+    sampling_params: dict[str, Any]
+
+    def round_fits(self) -> bool:
+        return self.loop._round_fits(self.episode)
+
+    async def generate(self) -> str:
+        return await self.loop._generate(self.episode, self.sampling_params)
+
+    def add_feedback(self, text: str) -> bool:
+        return self.loop._add_feedback(self.episode, text)
+
+    async def counterfactual_update(self, feedback: str) -> str:
+        return await self.loop._counterfactual(self.episode, feedback, self.sampling_params)
+
+    async def counterfactual_action(self, belief: str) -> str | None:
+        return await self.loop._counterfactual_action(self.episode, belief, self.sampling_params)

@@ -1,0 +1,5 @@
+"""Playing one episode of an active-reasoning task, whatever generates the agent's turns (no verl)."""
+
+from arew.episodes.driver import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, Transcript, play
+
+__all__ = ["ANSWER_NOW_NOTICE", "OVERFLOW_POLICIES", "EpisodeLog", "Transcript", "play"]

@@ -1,0 +1,133 @@
+"""The episode driver: the rules of one active-reasoning episode, once, for every way of generating.
+
+:func:`play` alternates action rounds (channel AS) and belief-update rounds (channel BT) as
+:mod:`envs.base` describes, asks for the final answer, records every decision's channel and
+critique, runs the counterfactual generations the environment asks for, and applies the budget
+policy. How a turn is generated and how the context is kept is the :class:`Transcript`'s
+business: verl's ``arew_agent`` loop keeps a token stream with its server manager
+(:mod:`arew.verl_plugin.agent_loop`); an evaluation client can keep chat messages.
+
+Budget policy: before each round the transcript says whether the round, its feedback and a
+final answer still fit; feedback is only added when a full turn still fits after it. When
+either fails, ``overflow="answer_now"`` tells the agent (:data:`ANSWER_NOW_NOTICE`) and asks for
+its final answer, ``overflow="stop"`` ends the episode unanswered; both are recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from envs.base import ActiveReasoningEnv, StepResult
+from envs.parsing import payload_kind
+
+OVERFLOW_POLICIES = ("answer_now", "stop")
+ANSWER_NOW_NOTICE = (
+    "\n\nThe conversation has reached its length budget. This is your final turn: "
+    "give your final answer now in <answer>...</answer>."
+)
+
+
+class Transcript(Protocol):
+    """The context of one episode and the agent that continues it."""
+
+    def round_fits(self) -> bool:
+        """Room for one more round, its feedback and, after it, a final answer."""
+
+    async def generate(self) -> str:
+        """The agent's next turn, appended to the transcript; returns its text."""
+
+    def add_feedback(self, text: str) -> bool:
+        """Append the environment's message; False, changing nothing, if no full turn would fit after it."""
+
+    async def counterfactual_update(self, feedback: str) -> str:
+        """The agent's update from the pre-feedback context with ``feedback`` instead; not appended."""
+
+    async def counterfactual_action(self, belief: str) -> str | None:
+        """The agent's next action with its latest belief replaced by ``belief``; not appended (None: no belief yet)."""
+
+
+@dataclass
+class EpisodeLog:
+    """What the driver records of one episode, and the phase it is in (its failure reason if it raises)."""
+
+    phase: str = "setup"
+    channels: list[str] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    invalid_turns: int = 0
+    forced_answer: bool = False
+    truncated: bool = False
+    environment_seconds: float = 0.0
+
+    def record(self, step: StepResult) -> StepResult:
+        self.channels.append(step.channel)
+        self.labels.append(int(step.critique))
+        self.invalid_turns += int(not step.valid)
+        return step
+
+    def info(self, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
+        """Per-episode numbers: decisions, critique counts per channel, and the environment's proxies (``proxy_*``)."""
+        info: dict[str, float] = {
+            "decisions": float(len(self.labels)),
+            "invalid_turns": float(self.invalid_turns),
+            "answered": float(final_step is not None and final_step.valid),
+            "forced_answer": float(self.forced_answer),
+            "truncated": float(self.truncated),
+        }
+        for channel in ("as", "bt"):
+            labels = [z for c, z in zip(self.channels, self.labels) if c == channel]
+            for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
+                info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
+        for key, value in proxies.items():
+            if key == "reward":
+                continue  # trainers log the reward themselves; verl's validation table breaks on a second "reward"
+            if isinstance(value, (list, tuple)):
+                numbers = [float(v) for v in value]
+                info[f"proxy_{key}_mean"] = sum(numbers) / len(numbers) if numbers else 0.0
+            elif isinstance(value, (int, float)):
+                info[f"proxy_{key}"] = float(value)
+        return info
+
+
+async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str = "answer_now") -> StepResult | None:
+    """Drive the rounds; returns the final answer's StepResult, or None if the episode ended unanswered."""
+    if overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"overflow: must be one of {list(OVERFLOW_POLICIES)}, got {overflow!r}")
+    log.phase = "environment"
+    for turn in range(env.max_turns):
+        counterfactual = None
+        for round_kind in ("act", "update"):
+            if not transcript.round_fits():
+                return await _overflow(env, transcript, log, overflow)
+            cf_action = None
+            if round_kind == "act" and (cf_belief := env.counterfactual_belief()) is not None:
+                cf_action = await transcript.counterfactual_action(cf_belief)
+            text = await transcript.generate()
+            if payload_kind(text) == "answer":
+                return log.record(env.answer(text))
+            if round_kind == "act":
+                started = time.perf_counter()
+                step = await env.act(text, counterfactual=cf_action)
+                log.environment_seconds += time.perf_counter() - started
+                cf_feedback = env.counterfactual_feedback()
+                if cf_feedback is not None:
+                    counterfactual = await transcript.counterfactual_update(cf_feedback)
+            else:
+                step = env.update(text, counterfactual=counterfactual)
+            log.record(step)
+            feedback = step.feedback
+            if round_kind == "act" and turn == env.max_turns - 1:
+                feedback += env.final_turn_notice()
+            if not transcript.add_feedback(feedback):
+                return await _overflow(env, transcript, log, overflow)
+    return log.record(env.answer(await transcript.generate()))
+
+
+async def _overflow(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str) -> StepResult | None:
+    if overflow == "answer_now" and log.labels and transcript.add_feedback(ANSWER_NOW_NOTICE):
+        log.forced_answer = True
+        return log.record(env.answer(await transcript.generate()))
+    log.truncated = True
+    return None
