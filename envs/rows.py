@@ -59,3 +59,16 @@ def write_splits(rows: dict[str, list[dict[str, Any]]], out_dir: str | Path) -> 
         paths[split] = out / f"{split}.parquet"
         pd.DataFrame(split_rows).to_parquet(paths[split], index=False)
     return {split: paths[split] for split in SPLIT_ORDER}
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a split written by :func:`write_splits`, as plain Python (parquet gives numpy arrays)."""
+    return [_plain(row) for row in pd.read_parquet(path).to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:
+        return [_plain(item) for item in value]
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value

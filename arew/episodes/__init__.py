@@ -1,5 +1,13 @@
 """Playing one episode of an active-reasoning task, whatever generates the agent's turns (no verl)."""
 
-from arew.episodes.driver import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, Transcript, play
+from arew.episodes.driver import (
+    ANSWER_NOW_NOTICE,
+    OVERFLOW_POLICIES,
+    EpisodeLog,
+    Transcript,
+    episode_name,
+    episode_seed,
+    play,
+)
 
-__all__ = ["ANSWER_NOW_NOTICE", "OVERFLOW_POLICIES", "EpisodeLog", "Transcript", "play"]
+__all__ = ["ANSWER_NOW_NOTICE", "OVERFLOW_POLICIES", "EpisodeLog", "Transcript", "episode_name", "episode_seed", "play"]

@@ -16,6 +16,7 @@ its final answer, ``overflow="stop"`` ends the episode unanswered; both are reco
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,6 +29,16 @@ ANSWER_NOW_NOTICE = (
     "\n\nThe conversation has reached its length budget. This is your final turn: "
     "give your final answer now in <answer>...</answer>."
 )
+
+
+def episode_name(extra_info: Mapping[str, Any], session: int) -> str:
+    """``split:row:session``: stable across runs (unlike verl's per-prompt uids), shared by training and evaluation."""
+    return f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{session}"
+
+
+def episode_seed(name: str) -> int:
+    """Stable per (row, rollout session) so that repeated samples of a prompt differ but replay."""
+    return zlib.crc32(name.encode())
 
 
 class Transcript(Protocol):

@@ -35,11 +35,8 @@ driver does when either fails.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import traceback
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +45,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
-from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, play
+from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
+from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from envs.base import StepResult
 from envs.registry import make_env
 
@@ -58,8 +56,6 @@ AGENT_NAME = "arew_agent"
 EPISODE_INFO_KEY = "reward_extra_info"
 EPISODE_NAME_KEY = "arew_episode"
 FAILURE_KEY = "arew_failure"
-# where an episode can fail: building it, generating, inside the environment, assembling the sample, or out of time
-FAILURE_REASONS = ("setup", "generation", "environment", "result", "deadline")
 
 
 @dataclass(frozen=True)
@@ -149,55 +145,7 @@ class _Episode(EpisodeLog):
         return {"min_global_steps": min(versions, default=None), "max_global_steps": max(versions, default=None)}
 
 
-class EpisodeDeadline(Exception):
-    """The episode overran ``arew_agent.episode_timeout``."""
-
-
-async def within_deadline(coroutine, seconds: float | None):
-    """Await ``coroutine``, cancelling it and raising :class:`EpisodeDeadline` after ``seconds`` (None: no limit).
-
-    Unlike ``asyncio.wait_for`` this tells the deadline apart from a ``TimeoutError`` raised inside.
-    """
-    if seconds is None:
-        return await coroutine
-    task = asyncio.ensure_future(coroutine)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no "never retrieved" warning
-        raise EpisodeDeadline(f"the episode ran longer than arew_agent.episode_timeout={seconds:g} s")
-    return task.result()
-
-
 _LOGGED_FAILURES: set[tuple[str, str]] = set()
-
-
-def log_failure_once(name: str, reason: str, error: BaseException) -> None:
-    """Traceback of the first failure of each (reason, error type) in this process; later ones are only counted."""
-    kind = (reason, type(error).__name__)
-    if kind in _LOGGED_FAILURES:
-        return
-    _LOGGED_FAILURES.add(kind)
-    logger.error(
-        "%s: episode %s failed in %s (%s: %s); it becomes a sample that trains nothing. "
-        "Later %s failures of this kind are counted in episode/failed, not logged.",
-        AGENT_NAME, name, reason, type(error).__name__, error, reason,
-        exc_info=None if isinstance(error, EpisodeDeadline) else (type(error), error, error.__traceback__),
-    )
-
-
-def episode_name(extra_info: dict[str, Any], kwargs: dict[str, Any]) -> str:
-    """``split:row:session``: stable across runs, unlike verl's per-prompt uids."""
-    return f"{extra_info.get('split', '')}:{extra_info.get('index', '')}:{kwargs.get('session_id', 0)}"
-
-
-def episode_seed(name: str) -> int:
-    """Stable per (row, rollout session) so that repeated samples of a prompt differ but replay."""
-    return zlib.crc32(name.encode())
 
 
 @register(AGENT_NAME)
@@ -213,17 +161,21 @@ class CritiqueAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
-        name = episode_name(extra_info, kwargs)
+        name = episode_name(extra_info, kwargs.get("session_id", 0))
         episode = _Episode()
         try:
             return await within_deadline(
-                self._run_episode(episode, name, extra_info, sampling_params, kwargs), self.settings.episode_timeout
+                self._run_episode(episode, name, extra_info, sampling_params, kwargs),
+                self.settings.episode_timeout,
+                "arew_agent.episode_timeout",
             )
         except EpisodeDeadline as error:
             reason, failure = "deadline", error
         except Exception as error:  # one episode's failure must not fail the step (module docstring)
             reason, failure = episode.phase, error
-        log_failure_once(name, reason, failure)
+        log_failure_once(
+            logger, _LOGGED_FAILURES, AGENT_NAME, name, reason, failure, "it becomes a sample that trains nothing (episode/failed)"
+        )
         return self._failed_output(episode, name, reason, failure, sampling_params, kwargs)
 
     async def _run_episode(self, episode: _Episode, name: str, extra_info, sampling_params, kwargs) -> AgentLoopOutput:

@@ -26,12 +26,12 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.episodes.failures import FAILURE_REASONS
 from arew.verl_plugin.agent_loop import (
     AGENT_NAME,
     EPISODE_INFO_KEY,
     EPISODE_NAME_KEY,
     FAILURE_KEY,
-    FAILURE_REASONS,
     AgentLoopSettings,
 )
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
