@@ -1,4 +1,4 @@
-"""``arew``: the project's command line (data preparation, the CPU self-locking lab, the CPU smoke run)."""
+"""``arew``: the project's command line (data preparation, evaluation, the CPU self-locking lab, the CPU smoke run)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     lab = commands.add_parser("lab", help="reproduce self-locking and AReW's escape on the CPU (minutes)")
     add_lab_arguments(lab)
     lab.set_defaults(func=lab_main)
+
+    from arew.eval.cli import add_arguments as add_eval_arguments
+    from arew.eval.cli import main as eval_main
+
+    evaluate = commands.add_parser("eval", help="evaluate a model on a task: a local folder or an OpenAI-compatible endpoint")
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(func=eval_main)
 
     from arew.smoke import add_arguments as add_smoke_arguments
     from arew.smoke import main as smoke_main

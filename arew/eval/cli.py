@@ -1,0 +1,154 @@
+"""``arew eval TASK``: evaluate a model on a task's split, from a local folder or any OpenAI-compatible endpoint.
+
+Writes ``<out>/<normal|ablation>/episodes.jsonl`` (one line per episode: reward, numbers, turns
+with their critiques), ``results.{md,csv,json}`` next to it, and, when both a normal and a
+feedback-ablation run are in ``<out>``, ``<out>/ablation_drop.md``. Rerunning the same command
+resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from arew.eval.model import ChatModel
+from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
+from arew.eval.runner import EvalConfig, evaluate, read_episodes
+from arew.eval.transcript import estimate_tokens
+from envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
+from envs.rows import read_rows
+
+SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", choices=TASKS)
+    parser.add_argument("--model", default=None,
+                        help="a Hugging Face model folder or verl checkpoint (default: SmolLM2-135M-Instruct, offline); "
+                             "with --endpoint, the served model's name")  # fmt: skip
+    parser.add_argument("--endpoint", default=None, help="base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1)")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the endpoint's API key")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer folder to count an endpoint's tokens (default: 4 characters a token)")
+    parser.add_argument("--device", default="auto", help="local model: cpu, cuda, or auto")
+    parser.add_argument("--data", default=None, help="a parquet split written by arew prepare (default: the task's --split)")
+    parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
+    parser.add_argument("--data-dir", default=os.environ.get("AREW_DATA_DIR", "data"), help="where arew prepare wrote the task ($AREW_DATA_DIR)")
+    parser.add_argument("--limit", type=int, default=None, help="first N prompts only")
+    parser.add_argument("--n", type=int, default=1, help="episodes per prompt (mean@n, pass@n)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--response-length", type=int, default=8192, help="tokens of one episode after its prompt (training's data.max_response_length)")
+    parser.add_argument("--max-tokens-per-turn", type=int, default=512)
+    parser.add_argument("--feedback-reserve-tokens", type=int, default=256)
+    parser.add_argument("--overflow", default="answer_now", choices=("answer_now", "stop"))
+    parser.add_argument("--user", default=None, choices=("offline", "llm"), help="the simulated user (MediQ, FloDial)")
+    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment option, as arew_agent.env_options (repeatable; values parsed as YAML)")  # fmt: skip
+    parser.add_argument("--feedback-ablation", action="store_true", help="every user answer becomes Unknown (Observation 3)")
+    parser.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
+    parser.add_argument("--episode-timeout", type=float, default=1800.0, help="seconds per episode (then it fails)")
+    parser.add_argument("--retry-failed", action="store_true", help="replay the failed episodes of an earlier run")
+    parser.add_argument("--success", type=float, default=1.0, help="reward that counts as solved, for pass@n")
+    parser.add_argument("--out", default=None, help="output folder (default runs/eval/<task>/<model>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def env_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in args.env_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env-option: expected KEY=VALUE, got {item!r}")
+        options[key] = yaml.safe_load(value)
+    if args.user:
+        options["user"] = args.user
+    if args.feedback_ablation:
+        options["feedback_ablation"] = True
+    check_env_options(args.task, options, prefix="--env-option")
+    return options
+
+
+def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows to evaluate: ``--data``, or the task's split, prepared on the fly for synthetic tasks."""
+    path = Path(args.data) if args.data else Path(args.data_dir) / args.task / f"{args.split}.parquet"
+    if not path.exists():
+        if args.data or args.task in SOURCE_HELP:
+            raise FileNotFoundError(f"no data at {path}; write it with: arew prepare {args.task} --out {path.parent} --source ...")
+        prepare_task(args.task, path.parent, n_train=1, n_val=1, n_test=SYNTHETIC_TEST_ROWS, seed=0)
+    rows = read_rows(path)
+    return rows[: args.limit] if args.limit is not None else rows
+
+
+def build_model(args: argparse.Namespace) -> tuple[ChatModel, Any]:
+    """The model and its token counter (exact with a tokenizer, else an estimate)."""
+    if args.endpoint:
+        from arew.eval.endpoint import EndpointModel
+
+        if not args.model:
+            raise ValueError("--endpoint needs --model, the served model's name")
+        model = EndpointModel.from_options(url=args.endpoint, model=args.model, api_key_env=args.api_key_env,
+                                           concurrency=args.concurrency)  # fmt: skip
+        return model, _tokenizer_counter(args.tokenizer) if args.tokenizer else estimate_tokens
+    from arew.eval.local import LocalModel, default_model_folder
+
+    model = LocalModel(args.model or default_model_folder(), device=args.device)
+    return model, model.count_tokens
+
+
+def _tokenizer_counter(folder: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _label(args: argparse.Namespace, model: ChatModel) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model.name)).name or "model")
+
+
+def main(args: argparse.Namespace) -> None:
+    try:
+        options = env_options(args)
+        config = EvalConfig(
+            n=args.n, temperature=args.temperature, top_p=args.top_p, seed=args.seed, response_length=args.response_length,
+            max_tokens_per_turn=args.max_tokens_per_turn, feedback_reserve_tokens=args.feedback_reserve_tokens,
+            overflow=args.overflow, env_options=options, concurrency=args.concurrency, episode_timeout=args.episode_timeout,
+            retry_failed=args.retry_failed,
+        )  # fmt: skip
+        rows = load_rows(args)
+        model, count_tokens = build_model(args)
+    except (ValueError, KeyError, FileNotFoundError, ImportError) as error:  # bad input: say what to change
+        raise SystemExit(f"arew eval {args.task}: {error}") from None
+    out = Path(args.out) if args.out else Path("runs") / "eval" / args.task / _label(args, model)
+    variant = "ablation" if args.feedback_ablation else "normal"
+    folder = out / variant
+    total = len(rows) * config.n
+    progress = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        progress = tqdm(total=total, initial=min(total, len(read_episodes(folder))), desc=f"{args.task} {variant}", file=sys.stderr)
+    records = asyncio.run(evaluate(model, rows, config, folder, count_tokens, on_episode=progress and (lambda _: progress.update())))
+    if progress:
+        progress.close()
+    summary = summarize(records, success=args.success)
+    summary["config"] = {"task": args.task, "model": str(model.name), "variant": variant, **{k: v for k, v in vars(args).items() if k != "func"}}
+    paths = write_tables(summary, folder, f"{args.task}, {model.name}, {variant}")
+    print(paths["md"].read_text())
+    other = out / ("normal" if args.feedback_ablation else "ablation") / "results.json"
+    if other.exists():
+        earlier = json.loads(other.read_text())
+        normal, ablated = (earlier, summary) if args.feedback_ablation else (summary, earlier)
+        text = drop_markdown(ablation_drop(normal, ablated))
+        (out / "ablation_drop.md").write_text(text)
+        print(text)
+    print(f"episodes: {folder / 'episodes.jsonl'}\ntables:   {paths['md']}, {paths['csv']}, {paths['json']}")
