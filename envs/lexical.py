@@ -2,18 +2,24 @@
 
 Text becomes a set of *terms*: lower-case ASCII words (letters and digits, split at any
 other character), minus a stop list of function words and question words, reduced by a
-small suffix stripper so that "urinating", "urination" and "urinated" meet, and extended
-by a short table of concept words (a question about "vitals" reaches facts that mention
-temperature or pulse). Scores weight each term by a BM25-style inverse document frequency
-over the passages being searched, so that words every passage shares count little; a query
-term that no passage contains weighs as a term of zero passages (coverage: it counts fully
-against a match) or of one passage (similarity: a softer penalty, since paraphrases of a
-short table row bring words of their own).
+small suffix stripper so that "urinating", "urination" and "urinated" meet (with overrides
+where stripping would merge words of other meanings: "fever" and "FEV", "counter" and
+"count"), and extended by a short table of concept words and phrases (a question about
+"vitals" reaches facts that mention temperature, pulse or blood pressure). The table names
+no stand-in that is often something else ("rate", "pressure", "visited", "returned"): a
+concept hit turns an unrelated question into a reveal. Scores weight each term by a
+BM25-style inverse document frequency over the passages being searched, so that words every
+passage shares count little; a query term that no passage contains weighs as a term of zero
+passages (coverage: it counts fully against a match) or of one passage (similarity: a softer
+penalty, since paraphrases of a short table row bring words of their own).
 
 Two scores are used:
 
 - :func:`coverage_scores`: the share of the *query's* term weight that a passage contains.
-  The patient of MediQ reveals a fact when it covers enough of the question.
+  A phrase of the table ("blood pressure", "heart rate") is one term there and matches only
+  its words in sequence, so "What is your blood pressure?" does not reach "The lesion
+  blanches with pressure". The patient of MediQ reveals a fact when it covers enough of the
+  question.
 - :func:`similarity_scores`: an idf-weighted cosine of term sets, taken as the best over a
   passage's sentences and the whole passage. The FloDial user maps a question to a table
   row with it, since both sides are questions of similar length.
@@ -44,7 +50,7 @@ STOPWORDS = frozenset(
     please same she should so some such tell than that the their theirs them themselves then there these
     they this those through to too try tried trying under until up very was wasn we were weren what whatever when where
     whether which while who whom whose why will with won would yes you your yours yourself yourselves
-    patient patients anyone someone something currently recently ever describe experience experiencing
+    patient patients anyone someone something currently recent recently lately ever describe experience experiencing
     noticed notice kind sort type feel feeling feels happen happened happening thing things one
     sign signs symptom symptoms problem problems issue issues
     """.split()
@@ -55,38 +61,55 @@ _SUFFIXES = (
     "ness", "ment", "ers", "er", "ed", "es", "ly", "s", "e",
 )  # fmt: skip
 MIN_STEM = 3
+# words whose stripped form means something else ("fever" -> "fev", as FEV; "pulsating" ->
+# "pul", as pulse; "older" brother -> "old"; peripheral "pulses" are an exam, not the pulse rate)
+_STEM_OVERRIDES = {
+    "fever": "fever", "fevers": "fever", "counter": "counter", "counters": "counter",
+    "testes": "testis", "wine": "wine", "wines": "wine", "older": "older", "pulses": "pulses",
+    "pulsating": "pulsat", "pulsation": "pulsat", "pulsations": "pulsat", "pulsatile": "pulsat",
+}  # fmt: skip
 
-# concept word -> words it also stands for; both sides are stemmed at import
+_RELATIVES = ("mother", "father", "sister", "brother", "parent", "sibling")
+# concept word or phrase -> words and phrases it also stands for; all stemmed at import
 _CONCEPT_WORDS: dict[str, tuple[str, ...]] = {
-    "old": ("age", "aged", "year"),
-    "age": ("old", "year"),
+    "old": ("age", "aged"),
+    "age": ("old",),
     "gender": ("male", "female", "man", "woman", "boy", "girl", "sex"),
     "sex": ("male", "female", "man", "woman", "boy", "girl", "sexual", "sexually"),
-    "vitals": ("temperature", "pulse", "pressure", "respirations", "respiratory", "rate", "saturation"),
+    "vitals": ("temperature", "pulse", "blood pressure", "heart rate", "respiratory rate", "oxygen saturation"),
     "temperature": ("fever", "febrile"),
     "fever": ("temperature", "febrile"),
+    "blood pressure": ("bp", "hypertension", "hypotension"),
+    "heart rate": ("pulse", "tachycardia", "bradycardia"),
+    "pulse": ("heart rate", "pulses"),
     "medication": ("medicine", "drug", "taking", "therapy"),
     "medicine": ("medication", "drug", "taking"),
     "drug": ("medication", "medicine", "taking"),
-    "smoking": ("cigarette", "tobacco", "pack"),
+    "smoking": ("cigarette", "tobacco", "pack year"),
     "alcohol": ("drink", "drinks", "beer", "wine"),
     "drink": ("alcohol", "beer", "wine"),
-    "family": ("mother", "father", "sister", "brother", "parent", "sibling"),
+    "family": _RELATIVES,
+    "family history": _RELATIVES,
     "lab": ("level", "count", "serum", "concentration", "laboratory"),
     "labs": ("level", "count", "serum", "concentration", "laboratory"),
     "laboratory": ("level", "count", "serum", "concentration", "lab"),
-    "test": ("level", "count", "serum", "shows", "positive", "negative"),
+    "test": ("level", "count", "serum", "laboratory", "lab"),
     "allergy": ("allergic", "allergies"),
     "surgery": ("surgical", "operation", "underwent", "surgeries"),
-    "travel": ("trip", "visited", "returned", "traveled"),
-    "exam": ("examination", "shows", "reveals"),
+    "travel": ("trip", "abroad", "vacation", "traveled"),
+    "trip": ("travel", "abroad", "vacation"),
+    "abroad": ("travel", "trip", "vacation"),
+    "exam": ("examination",),
     "urine": ("urinary", "urination", "voiding", "micturition"),
-    "breathing": ("respiration", "respiratory", "dyspnea", "breathless", "breath"),
+    "breathing": ("dyspnea", "breathless", "breath"),
 }
 
 
 def stem(word: str) -> str:
-    """Strip the first listed matching suffix, twice at most, keeping :data:`MIN_STEM` letters."""
+    """Strip the first listed matching suffix, twice at most, keeping :data:`MIN_STEM` letters
+    (words of :data:`_STEM_OVERRIDES` take their listed stem)."""
+    if word in _STEM_OVERRIDES:
+        return _STEM_OVERRIDES[word]
     for _ in range(2):
         for suffix in _SUFFIXES:
             if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
@@ -97,18 +120,57 @@ def stem(word: str) -> str:
     return word
 
 
+def _stem_phrase(text: str) -> str:
+    return " ".join(stem(w) for w in text.split())
+
+
 CONCEPTS: dict[str, tuple[str, ...]] = {}
 for _key, _words in _CONCEPT_WORDS.items():
-    _stems = tuple(stem(w) for w in _words if stem(w) != stem(_key))
-    CONCEPTS[stem(_key)] = tuple(dict.fromkeys(CONCEPTS.get(stem(_key), ()) + _stems))
+    _stems = tuple(_stem_phrase(w) for w in _words if _stem_phrase(w) != _stem_phrase(_key))
+    CONCEPTS[_stem_phrase(_key)] = tuple(dict.fromkeys(CONCEPTS.get(_stem_phrase(_key), ()) + _stems))
+
+# first stem of a phrase of the concept table -> the phrases' stem sequences, longest first
+PHRASES: dict[str, tuple[tuple[str, ...], ...]] = {}
+for _phrase in sorted({p for p in (*CONCEPTS, *(w for ws in CONCEPTS.values() for w in ws)) if " " in p}):
+    _parts = tuple(_phrase.split())
+    PHRASES[_parts[0]] = tuple(sorted((*PHRASES.get(_parts[0], ()), _parts), key=len, reverse=True))
+
+
+def _stem_sequence(text: str) -> list[str]:
+    if not isinstance(text, str):
+        return []
+    words = _WORD.findall(text[:MAX_CHARS].lower())
+    return [stem(w) for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+
+
+def _phrase_at(sequence: list[str], i: int) -> tuple[str, ...] | None:
+    for parts in PHRASES.get(sequence[i], ()):
+        if tuple(sequence[i : i + len(parts)]) == parts:
+            return parts
+    return None
+
+
+def passage_terms(text: str) -> frozenset[str]:
+    """Content terms of ``text`` plus each phrase of the concept table that it contains."""
+    sequence = _stem_sequence(text)
+    phrases = (_phrase_at(sequence, i) for i in range(len(sequence)))
+    return frozenset(sequence).union(" ".join(p) for p in phrases if p)
+
+
+def query_terms(text: str) -> frozenset[str]:
+    """Content terms of ``text`` with each phrase of the concept table as one term in place of its words."""
+    sequence = _stem_sequence(text)
+    out, i = set(), 0
+    while i < len(sequence):
+        parts = _phrase_at(sequence, i) or (sequence[i],)
+        out.add(" ".join(parts))
+        i += len(parts)
+    return frozenset(out)
 
 
 def terms(text: str, expand: bool = False) -> frozenset[str]:
     """Content terms of ``text``; with ``expand``, plus the concept words they stand for."""
-    if not isinstance(text, str):
-        return frozenset()
-    words = _WORD.findall(text[:MAX_CHARS].lower())
-    out = {stem(w) for w in words if w not in STOPWORDS and (len(w) > 1 or w.isdigit())}
+    out = set(_stem_sequence(text))
     if expand:
         for term in list(out):
             out.update(CONCEPTS.get(term, ()))
@@ -133,24 +195,30 @@ def _unseen_idf(n_passages: int, as_if_seen_in: float) -> float:
 def coverage_scores(query: str, passages: Sequence[str]) -> list[float]:
     """Per passage, the idf-weighted share of the query's terms that the passage contains.
 
-    The query is expanded with concept words; a concept hit counts with the weight of the
-    query term it came from, so expansion never makes a score exceed 1.
+    A phrase of the concept table is one query term that weighs as its words together (so
+    "Is your blood pressure high?" keeps its balance between pressure and "high"). A concept
+    hit earns the query term's weight times min(1, idf of the hit / idf of the term): a
+    stand-in as specific as the term counts fully, a commoner one less, and expansion never
+    makes a score exceed 1.
     """
-    sets = [terms(p) for p in passages]
+    sets = [passage_terms(p) for p in passages]
     weights = idf(sets)
     unseen = _unseen_idf(len(sets), 0.0)
-    base = terms(query)
+    base = query_terms(query)
     if not base or not sets:
         return [0.0] * len(sets)
-    total = sum(weights.get(t, unseen) for t in base)
+    term_weight = {t: sum(weights.get(w, unseen) for w in t.split()) for t in base}
+    total = sum(term_weight.values())
     scores = []
     for passage in sets:
         got = 0.0
         for term in base:
-            alternatives = (term, *CONCEPTS.get(term, ()))
-            hits = [weights.get(a, unseen) for a in alternatives if a in passage]
+            if term in passage:
+                got += term_weight[term]
+                continue
+            hits = [weights.get(a, unseen) for a in CONCEPTS.get(term, ()) if a in passage]
             if hits:
-                got += min(weights.get(term, unseen), max(hits))
+                got += term_weight[term] * min(1.0, max(hits) / weights.get(term, unseen))
         scores.append(got / total)
     return scores
 
