@@ -22,7 +22,7 @@ import yaml
 from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
-from arew.eval.transcript import estimate_tokens
+from arew.eval.transcript import TokenCounter
 from envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
 from envs.rows import read_rows
 
@@ -97,18 +97,15 @@ def build_model(args: argparse.Namespace) -> tuple[ChatModel, Any]:
             raise ValueError("--endpoint needs --model, the served model's name")
         model = EndpointModel.from_options(url=args.endpoint, model=args.model, api_key_env=args.api_key_env,
                                            concurrency=args.concurrency)  # fmt: skip
-        return model, _tokenizer_counter(args.tokenizer) if args.tokenizer else estimate_tokens
+        if not args.tokenizer:
+            return model, TokenCounter()
+        from transformers import AutoTokenizer
+
+        return model, TokenCounter.of_tokenizer(AutoTokenizer.from_pretrained(args.tokenizer))
     from arew.eval.local import LocalModel, default_model_folder
 
     model = LocalModel(args.model or default_model_folder(), device=args.device)
-    return model, model.count_tokens
-
-
-def _tokenizer_counter(folder: str):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return model, TokenCounter.of_tokenizer(model.tokenizer)
 
 
 def _label(args: argparse.Namespace, model: ChatModel) -> str:
@@ -125,7 +122,7 @@ def main(args: argparse.Namespace) -> None:
             retry_failed=args.retry_failed,
         )  # fmt: skip
         rows = load_rows(args)
-        model, count_tokens = build_model(args)
+        model, tokens = build_model(args)
     except (ValueError, KeyError, FileNotFoundError, ImportError) as error:  # bad input: say what to change
         raise SystemExit(f"arew eval {args.task}: {error}") from None
     out = Path(args.out) if args.out else Path("runs") / "eval" / args.task / _label(args, model)
@@ -137,7 +134,7 @@ def main(args: argparse.Namespace) -> None:
         from tqdm import tqdm
 
         progress = tqdm(total=total, initial=min(total, len(read_episodes(folder))), desc=f"{args.task} {variant}", file=sys.stderr)
-    records = asyncio.run(evaluate(model, rows, config, folder, count_tokens, on_episode=progress and (lambda _: progress.update())))
+    records = asyncio.run(evaluate(model, rows, config, folder, tokens, on_episode=progress and (lambda _: progress.update())))
     if progress:
         progress.close()
     summary = summarize(records, success=args.success)

@@ -25,7 +25,7 @@ from typing import Any
 from arew.episodes import OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.eval.model import ChatModel, GenerationParams
-from arew.eval.transcript import Budget, ChatTranscript, estimate_tokens
+from arew.eval.transcript import Budget, ChatTranscript, TokenCounter
 from envs.registry import make_env
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ async def evaluate(
     rows: list[dict[str, Any]],
     config: EvalConfig,
     folder: Path,
-    count_tokens: Callable[[str], int] = estimate_tokens,
+    tokens: TokenCounter = TokenCounter(),
     on_episode: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (row, session) episode's record, playing those not yet in ``folder``; in row, session order."""
@@ -114,7 +114,7 @@ async def evaluate(
 
         async def one(row: dict[str, Any], session: int, name: str) -> None:
             async with slots:
-                record = await play_episode(model, row, session, config, count_tokens)
+                record = await play_episode(model, row, session, config, tokens)
             sink.write(json.dumps(record) + "\n")
             sink.flush()
             done[name] = record
@@ -126,7 +126,7 @@ async def evaluate(
 
 
 async def play_episode(
-    model: ChatModel, row: dict[str, Any], session: int, config: EvalConfig, count_tokens: Callable[[str], int] = estimate_tokens
+    model: ChatModel, row: dict[str, Any], session: int, config: EvalConfig, tokens: TokenCounter = TokenCounter()
 ) -> dict[str, Any]:
     """One episode's record: reward, episode numbers, turns with their critiques, or why it failed."""
     info = row["extra_info"]
@@ -146,7 +146,7 @@ async def play_episode(
             max_tokens=config.max_tokens_per_turn, temperature=config.temperature, top_p=config.top_p,
             stop=tuple(config.stop), seed=None if config.seed is None else (config.seed + seed) % 2**31,
         )  # fmt: skip
-        transcript = ChatTranscript(model, messages, params, config.budget, log, count_tokens)
+        transcript = ChatTranscript(model, messages, params, config.budget, log, tokens)
         record["prompt_messages"] = len(messages)
         final = await play(env, transcript, log, config.overflow)
         log.phase = "result"

@@ -1,11 +1,12 @@
 """The episode driver's transcript on chat messages, for ``arew eval``'s chat models.
 
 The budget is the training loop's (:class:`arew.verl_plugin.agent_loop.AgentLoopSettings`,
-``data.max_response_length``), counted in tokens: a turn costs what the backend reports
-(``completion_tokens``) or what ``count_tokens`` says of its text, a feedback message what
-``count_tokens`` says of it plus :data:`MESSAGE_OVERHEAD` template tokens. With the model's own
-tokenizer the counts are within a few template tokens of the training stream's; without one
-(an endpoint and no ``--tokenizer``) ``count_tokens`` is :func:`estimate_tokens`.
+``data.max_response_length``), counted in tokens as training's token stream counts them: a turn
+costs its tokens (what the backend reports, else what the :class:`TokenCounter` says of its text)
+plus its end-of-turn token; a feedback message its tokens plus the chat template's tokens around
+it. With the model's tokenizer (:meth:`TokenCounter.of_tokenizer`) the counts match training's
+within a few tokens of merges at message boundaries; without one (an endpoint and no
+``--tokenizer``) they are estimates (:func:`estimate_tokens`, ChatML's overhead).
 """
 
 from __future__ import annotations
@@ -17,14 +18,37 @@ from dataclasses import dataclass, replace
 from arew.episodes import EpisodeLog
 from arew.eval.model import ChatModel, Completion, GenerationParams
 
-# ChatML wraps a message in "<|im_start|>role\n" ... "<|im_end|>\n": about five tokens
-MESSAGE_OVERHEAD = 5
 CHARS_PER_TOKEN = 4
+# ChatML around a user message and the next generation prompt: "\n<|im_start|>user\n" ...
+# "<|im_end|>\n<|im_start|>assistant\n", eight tokens with Qwen's tokenizer
+CHATML_MESSAGE_OVERHEAD = 8
 
 
 def estimate_tokens(text: str) -> int:
     """Token count of ``text`` without a tokenizer: one per :data:`CHARS_PER_TOKEN` characters, rounded up."""
     return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Tokens of a text, and the template tokens a feedback message adds around its text."""
+
+    count: Callable[[str], int] = estimate_tokens
+    message_overhead: int = CHATML_MESSAGE_OVERHEAD
+
+    @classmethod
+    def of_tokenizer(cls, tokenizer) -> TokenCounter:
+        """Exact counts with ``tokenizer``; the overhead measured on its chat template once."""
+
+        def count(text: str) -> int:
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+        def rendered(messages, prompt: bool) -> int:
+            return len(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=prompt, return_dict=False))
+
+        turn = [{"role": "user", "content": "question"}, {"role": "assistant", "content": "reply"}]
+        with_feedback = rendered(turn + [{"role": "user", "content": "feedback"}], True)
+        return cls(count, max(0, with_feedback - rendered(turn, False) - count("feedback")))
 
 
 @dataclass(frozen=True)
@@ -46,11 +70,11 @@ class ChatTranscript:
         params: GenerationParams,
         budget: Budget,
         log: EpisodeLog,
-        count_tokens: Callable[[str], int] = estimate_tokens,
+        tokens: TokenCounter = TokenCounter(),
     ):
         self.model, self.params, self.budget, self.log = model, params, budget, log
         self.messages = list(messages)
-        self.count_tokens = count_tokens
+        self.tokens = tokens
         self.response_tokens = 0
         self.generations = 0
         self.side_generations = 0
@@ -65,12 +89,12 @@ class ChatTranscript:
         max_tokens = min(self.budget.max_tokens_per_turn, self.remaining())
         completion = await self._complete(self.messages, replace(self.params, max_tokens=max_tokens))
         self.generations += 1
-        self.response_tokens += completion.completion_tokens or self.count_tokens(completion.text)
+        self.response_tokens += (completion.completion_tokens or self.tokens.count(completion.text)) + 1  # + end of turn
         self.messages.append({"role": "assistant", "content": completion.text})
         return completion.text
 
     def add_feedback(self, text: str) -> bool:
-        cost = self.count_tokens(text) + MESSAGE_OVERHEAD
+        cost = self.tokens.count(text) + self.tokens.message_overhead
         if self.remaining() - cost < self.budget.max_tokens_per_turn:
             return False
         self.response_tokens += cost

@@ -157,3 +157,50 @@ async def test_weight_versions_span_every_generation_counterfactuals_included(ch
     assert output.extra_fields["reward_extra_info"]["counterfactual_generations"] == 1.0
     assert output.extra_fields["min_global_steps"] == 3 and output.extra_fields["max_global_steps"] == 7
     assert output.extra_fields["arew_episode"] == "train:0:0"  # split:row:session, stable across runs
+
+
+class QueueChat:
+    """``arew eval``'s side of the comparison: the same texts, in call order, as chat completions."""
+
+    name = "queue"
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    async def complete(self, messages, params):
+        from arew.eval.model import Completion
+
+        return Completion(self.texts.pop(0))
+
+
+@pytest.mark.parametrize("case", ["mediq-counterfactual-as", "flodial"])
+async def test_arew_eval_plays_the_loops_episode_on_the_same_generations(chat_tokenizer, case):
+    from arew.eval.runner import EvalConfig, play_episode
+    from arew.eval.transcript import TokenCounter
+
+    row, options, texts = {
+        "mediq-counterfactual-as": ({**MEDIQ, "max_turns": 2}, {"user": "offline", "counterfactual_as": True}, [
+            "<interact>Do you have a fever?</interact>", "<interact>0.1, 0.2, 0.1, 0.1</interact>",
+            "<interact>0.1, 0.7, 0.1, 0.1</interact>", "<interact>Do you have muscle aches?</interact>",
+            "<interact>Any cough?</interact>", "<interact>0.1, 0.2, 0.1, 0.1</interact>",
+            "<interact>0.1, 0.9, 0.1, 0.1</interact>", "<answer>0.1, 0.9, 0.1, 0.1</answer>"]),
+        "flodial": (FLODIAL, {"user": "offline"}, [
+            "<interact>Is the air vent blocked by dust?</interact>", "<interact>0.1, 0.1, 0.6, 0.1, 0.1</interact>",
+            "<interact>Is the screen cracked?</interact>", "garbage", "<answer>0.1, 0.1, 0.6, 0.1, 0.1</answer>"]),
+    }[case]  # fmt: skip
+    env = make_env(row["task"], row, row["seed"])
+    loop = _loop(chat_tokenizer, ScriptedServer(chat_tokenizer, texts))
+    loop.settings = type(loop.settings)(**{**loop.settings.__dict__, "env_options": options})
+    output = await loop.run({}, raw_prompt=env.initial_messages(), extra_info=row)
+    config = EvalConfig(env_options=options, max_tokens_per_turn=256, response_length=8192)
+    tokens = TokenCounter.of_tokenizer(chat_tokenizer)
+    record = await play_episode(QueueChat(texts), {"prompt": env.initial_messages(), "extra_info": row}, 0, config, tokens)
+
+    assert record["failed"] is None and record["name"] == output.extra_fields["arew_episode"]
+    trained = output.extra_fields[RECORDS_KEY]
+    assert [t["channel"] for t in record["turns"]] == trained["channel"]
+    assert [t["critique"] for t in record["turns"]] == trained["label"]
+    assert record["reward"] == output.reward_score
+    info = output.extra_fields["reward_extra_info"]
+    shared = set(info) - {"failed"}  # response_tokens included: with the tokenizer the budget counts as training's
+    assert shared <= set(record["info"]) and {k: record["info"][k] for k in shared} == {k: info[k] for k in shared}
