@@ -1,0 +1,296 @@
+"""A client for one OpenAI-compatible chat-completions endpoint (vLLM, SGLang, hosted APIs) that
+never crashes or hangs its caller: the LLM simulated user (:mod:`envs.users.llm`) and ``arew
+eval``'s endpoint model both lean on it, so the robustness below is written once.
+
+Each :meth:`ChatCompletionClient.complete` is one POST to ``{url}/chat/completions``:
+
+- concurrency: one :class:`asyncio.Semaphore` per (event loop, endpoint) in the process,
+  shared by every client of that endpoint, sized by the first one that reaches it
+  (``concurrency``); the server batches whatever is in flight;
+- ``timeout`` seconds per attempt, the wait for a concurrency slot included; a body longer
+  than ``max_response_bytes`` is abandoned while it is read (not retried);
+- a circuit breaker per endpoint and process (:class:`CircuitBreaker`): after
+  ``breaker_failures`` consecutive failed attempts every request fails at once for
+  ``breaker_cooldown`` seconds, then one probe decides whether the server is back;
+- up to ``max_retries`` further attempts after a timeout, a refused or broken connection,
+  or HTTP 408, 429, 500, 502, 503 or 504, sleeping ``backoff * 2**k`` seconds (at most ``max_backoff``) between
+  attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
+  the same request gives the same garbage);
+- a reply without text at ``choices[0].message.content`` is a parse failure
+  (:func:`envs.parsing.chat_completion_text`); ``finish_reason``, the stop that ended the
+  text (vLLM's ``stop_reason``, SGLang's ``matched_stop``) and the ``usage`` token counts are
+  read where present (:class:`ChatReply`).
+
+A request that yields no reply raises :class:`RequestFailed` with the reason. Each event adds 1 to
+the counter of that name (:data:`COUNTERS`) on every object in the client's ``counters``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    import aiohttp
+except ImportError:  # only the HTTP clients need it; the offline user and the tasks do not
+    aiohttp = None
+
+from envs.parsing import chat_completion_text
+
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+COUNTERS = ("requests", "retries", "timeouts", "connection_errors", "http_errors", "short_circuits", "parse_failures")
+
+_BREAKERS: dict[str, CircuitBreaker] = {}
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where requests go and how hard to try. A caller whose options carry a prefix (the LLM
+    user's ``user_timeout``) subclasses with ``OPTION_PREFIX``, so that errors name its options."""
+
+    OPTION_PREFIX = ""  # unannotated: a class attribute, not a field (nor a user option)
+
+    url: str
+    model: str
+    timeout: float
+    max_retries: int
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    concurrency: int = 64
+    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of reprs and logs
+    max_response_bytes: int = 65536
+    breaker_failures: int = 5
+    breaker_cooldown: float = 10.0
+
+    def __post_init__(self) -> None:
+        self.check_numbers(
+            floats={"timeout": True, "backoff": False, "max_backoff": False, "breaker_cooldown": False},
+            integers={"max_retries": 0, "concurrency": 1, "max_response_bytes": 1, "breaker_failures": 1},
+        )
+        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"{self.OPTION_PREFIX}url: must be an http(s) URL, got {self.url!r}")
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"{self.OPTION_PREFIX}model: must be the served model's name, got {self.model!r}")
+
+    def check_numbers(self, floats: dict[str, bool], integers: dict[str, int]) -> None:
+        """Raise naming the option unless each of ``floats`` is a finite number >= 0 (> 0 where its
+        value is True) and each of ``integers`` an integer >= its value."""
+        for name, positive in floats.items():
+            value = getattr(self, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or value < 0 or (positive and value == 0):
+                bound = "> 0" if positive else ">= 0"
+                raise ValueError(f"{self.OPTION_PREFIX}{name}: must be a finite number {bound}, got {value!r}")
+        for name, low in integers.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{self.OPTION_PREFIX}{name}: must be an integer >= {low}, got {value!r}")
+
+    @property
+    def endpoint(self) -> str:
+        url = self.url.rstrip("/")
+        return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+
+def shared_semaphore(endpoint: str, limit: int) -> asyncio.Semaphore:
+    """The process's semaphore for ``endpoint`` on the running event loop."""
+    per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
+    if endpoint not in per_loop:
+        per_loop[endpoint] = asyncio.Semaphore(limit)
+    return per_loop[endpoint]
+
+
+@dataclass
+class CircuitBreaker:
+    """One per endpoint and process: after ``threshold`` consecutive failed attempts (timeouts,
+    refused or broken connections, retryable HTTP statuses) requests fail at once for ``cooldown``
+    seconds; then one probe goes through, and its outcome closes or reopens the breaker."""
+
+    threshold: int
+    cooldown: float
+    failures: int = 0
+    open_until: float = 0.0
+    probing: bool = False
+
+    def allow(self) -> bool:
+        if self.failures < self.threshold:
+            return True
+        if self.probing or time.monotonic() < self.open_until:
+            return False
+        self.probing = True
+        return True
+
+    def record(self, server_answered: bool) -> None:
+        self.probing = False
+        if server_answered:
+            self.failures = 0
+            return
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self.open_until = time.monotonic() + self.cooldown
+
+
+def shared_breaker(config: ClientConfig) -> CircuitBreaker:
+    """The process's breaker for the config's endpoint (made by the first client that reaches it)."""
+    return _BREAKERS.setdefault(config.endpoint, CircuitBreaker(config.breaker_failures, config.breaker_cooldown))
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """``choices[0]`` of a reply. ``stop_reported`` says whether the server tells which stop ended
+    the text (vLLM, SGLang: the stop string, a stop token id, or None at the end of sequence);
+    OpenAI's own API does not, so ``stop_reason`` is None there too."""
+
+    text: str
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+    stop_reported: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class RequestFailed(Exception):
+    """No reply came back; the message says why."""
+
+
+class _Retry(RequestFailed):
+    """An attempt failed in a way worth retrying."""
+
+
+class _GiveUp(RequestFailed):
+    """An attempt failed in a way not worth retrying."""
+
+
+class ChatCompletionClient:
+    def __init__(self, config: ClientConfig, counters: tuple[Any, ...] = ()):
+        if aiohttp is None:
+            raise ImportError("talking to a chat-completions server needs the 'aiohttp' package: pip install aiohttp")
+        self.config = config
+        self.counters = counters
+
+    def _count(self, name: str) -> None:
+        for stats in self.counters:
+            setattr(stats, name, getattr(stats, name) + 1)
+
+    async def complete(self, messages: list[dict[str, str]], **sampling: Any) -> ChatReply:
+        """The reply to ``messages``; ``sampling`` (temperature, max_tokens, stop...) joins the request
+        body as it is. Raises :class:`RequestFailed` when none came."""
+        cfg = self.config
+        payload = {"model": cfg.model, "messages": messages, **sampling}
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        semaphore = shared_semaphore(cfg.endpoint, cfg.concurrency)
+        breaker = shared_breaker(cfg)
+        reason = "no attempt was made"
+        for attempt in range(cfg.max_retries + 1):
+            if attempt:
+                self._count("retries")
+                await asyncio.sleep(min(cfg.max_backoff, cfg.backoff * 2 ** (attempt - 1)))
+            if not breaker.allow():
+                self._count("short_circuits")
+                failures = breaker.failures
+                raise _GiveUp(f"circuit open after {failures} consecutive failures at {cfg.endpoint}, last: {reason}")
+            self._count("requests")
+            try:
+                body = await self._attempt(semaphore, payload, headers)
+            except _Retry as failure:
+                breaker.record(server_answered=False)
+                reason = str(failure)
+                continue
+            except _GiveUp:
+                breaker.record(server_answered=True)
+                raise
+            breaker.record(server_answered=True)
+            parsed = chat_completion_text(body)
+            if not parsed.ok:
+                self._count("parse_failures")
+                raise _GiveUp(f"malformed response: {parsed.error}")
+            return _reply(body, parsed.value)
+        raise _Retry(f"{cfg.max_retries + 1} attempts failed, last: {reason}")
+
+    async def _attempt(self, semaphore: asyncio.Semaphore, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+        """One attempt within ``timeout`` seconds, the wait for a concurrency slot included."""
+        cfg = self.config
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(semaphore.acquire(), cfg.timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            self._count("timeouts")
+            raise _Retry(f"no free request slot within {cfg.timeout:g} s") from None
+        try:
+            return await self._post(payload, headers, budget=max(cfg.timeout - (time.monotonic() - started), 1e-3))
+        finally:
+            semaphore.release()
+
+    async def _read_capped(self, response) -> bytes:
+        """The body, read in chunks and abandoned past ``max_response_bytes`` (never held whole)."""
+        cap = self.config.max_response_bytes
+        option = f"{self.config.OPTION_PREFIX}max_response_bytes={cap}"
+        if (response.content_length or 0) > cap:
+            self._count("http_errors")
+            raise _GiveUp(f"response of {response.content_length} bytes exceeds {option}")
+        chunks, size = [], 0
+        async for chunk in response.content.iter_chunked(16384):
+            size += len(chunk)
+            if size > cap:
+                self._count("http_errors")
+                raise _GiveUp(f"response exceeds {option}")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _post(self, payload: dict[str, Any], headers: dict[str, str], budget: float) -> Any:
+        cfg = self.config
+        try:
+            timeout = aiohttp.ClientTimeout(total=budget)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                async with session.post(cfg.endpoint, json=payload, headers=headers) as response:
+                    if response.status in RETRY_STATUSES:
+                        self._count("http_errors")
+                        raise _Retry(f"HTTP {response.status}")
+                    if response.status != 200:
+                        self._count("http_errors")
+                        raise _GiveUp(f"HTTP {response.status}")
+                    raw = await self._read_capped(response)
+        except (_Retry, _GiveUp):
+            raise
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            self._count("timeouts")
+            raise _Retry(f"timed out after {cfg.timeout:g} s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            self._count("connection_errors")
+            raise _Retry(f"connection failed: {type(exc).__name__}") from exc
+        except Exception as exc:  # anything else from the client library: never crash the caller
+            self._count("connection_errors")
+            raise _GiveUp(f"request failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+
+def _reply(body: dict[str, Any], text: str) -> ChatReply:
+    """The metadata beside the text; what is absent or of the wrong type reads as unknown (None)."""
+    choice = body["choices"][0]
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    stop_key = next((key for key in ("stop_reason", "matched_stop") if key in choice), None)
+    stop = choice.get(stop_key)
+    finish = choice.get("finish_reason")
+    return ChatReply(
+        text,
+        finish_reason=finish if isinstance(finish, str) else None,
+        stop_reason=stop if isinstance(stop, (str, int)) and not isinstance(stop, bool) else None,
+        stop_reported=stop_key is not None,
+        prompt_tokens=_token_count(usage.get("prompt_tokens")),
+        completion_tokens=_token_count(usage.get("completion_tokens")),
+    )
+
+
+def _token_count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
