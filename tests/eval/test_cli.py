@@ -1,0 +1,95 @@
+"""``arew eval`` from its command line against a loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from aiohttp import web
+
+from arew.cli import main
+
+QUESTION = "<interact>1, 2 | 1, 2</interact>"
+BELIEF = "<interact>0.5, 0.5, 0.5, 0.5, 0.5, 0.5</interact>"
+ANSWER = "<answer>0.5, 0.5, 0.5, 0.5, 0.5, 0.5</answer>"
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """Asks one question, states a belief, answers; the server runs on its own loop in a thread."""
+    requests: list[dict] = []
+
+    async def completions(request: web.Request) -> web.Response:
+        payload = await request.json()
+        requests.append(payload)
+        turn = sum(m["role"] == "assistant" for m in payload["messages"])
+        text = [QUESTION, BELIEF, ANSWER][min(turn, 2)]
+        return web.json_response({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 100, "completion_tokens": 12}})  # fmt: skip
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    state = {}
+
+    async def start() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", completions)
+        state["runner"] = runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        state["url"] = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+        started.set()
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
+    thread.start()
+    assert started.wait(30)
+    yield state["url"], requests
+    asyncio.run_coroutine_threadsafe(state["runner"].cleanup(), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(30)
+
+
+def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
+    url, requests = endpoint
+    argv = ["eval", "pe-g-s2", "--endpoint", url, "--model", "served-model", "--api-key-env", "AREW_TEST_NO_KEY",
+            "--data-dir", str(tmp_path / "data"), "--limit", "2", "--n", "2", "--temperature", "0.7",
+            "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
+    main(argv)
+    folder = tmp_path / "out" / "normal"
+    lines = (folder / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and all(json.loads(line)["failed"] is None for line in lines)
+    assert (tmp_path / "data" / "pe-g-s2" / "test.parquet").exists()  # a synthetic task is prepared on the fly
+    table = (folder / "results.md").read_text()
+    assert "| pass@2 |" in table and "| mean@2 |" in table and "| decisions | 3 |" in table
+    summary = json.loads((folder / "results.json").read_text())
+    assert summary["episodes"] == 4 and summary["prompts"] == 2 and summary["config"]["model"] == "served-model"
+    assert {r["model"] for r in requests} == {"served-model"} and all(r["temperature"] == 0.7 for r in requests)
+    assert "results.md" in capsys.readouterr().out
+    seen = len(requests)
+    main(argv)  # resumes: nothing left to play
+    assert len(requests) == seen
+
+    main(argv + ["--feedback-ablation"])
+    drop = (tmp_path / "out" / "ablation_drop.md").read_text()
+    assert "| reward |" in drop and (tmp_path / "out" / "ablation" / "results.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--env-option", "reward_rul=reference"], "--env-option.reward_rul: not an option"),
+        (["--env-option", "nokey"], "--env-option: expected KEY=VALUE"),
+        (["--n", "0"], "n: invalid value 0"),
+    ],
+)
+def test_bad_input_exits_naming_the_option(tmp_path, extra, message):
+    with pytest.raises(SystemExit, match=message):
+        main(["eval", "pe-g-s2", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--data-dir", str(tmp_path), *extra])
+
+
+def test_a_task_built_from_public_data_says_how_to_prepare_it(tmp_path):
+    with pytest.raises(SystemExit, match="arew prepare mediq --out .* --source"):
+        main(["eval", "mediq", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--data-dir", str(tmp_path)])
