@@ -171,3 +171,12 @@ def test_figures_mean_at_n_pass_at_n_and_intervals(tmp_path):
     assert "| pass@2 | 0.5 |" in paths["md"].read_text()
     assert json.loads(paths["json"].read_text())["rows"]["reward"]["n"] == 4
     assert paths["csv"].read_text().splitlines()[0] == "metric,mean,ci95,n"
+
+
+@pytest.mark.parametrize("task", ["pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8"])
+async def test_every_preference_task_plays_to_a_record(task, tmp_path):
+    rows = read_rows(prepare_task(task, tmp_path / "data", 1, 1, 2, seed=0)["test"])
+    model = ScriptedChat(["<interact>1, 2</interact>", "garbage", "<answer>0.5</answer>"])
+    records = await evaluate(model, rows, _config(env_options={}), tmp_path / "out")
+    assert len(records) == 2 and all(r["failed"] is None and r["task"] == task for r in records)
+    assert all(r["info"]["decisions"] == 3 and r["info"]["invalid_turns"] >= 2 and r["reward"] == 0.0 for r in records)
