@@ -1,6 +1,8 @@
-"""Shared fixtures: the offline tokenizer and tiny model (arew.tiny_models), and a local TransferQueue."""
+"""Shared fixtures: the offline tokenizer and tiny model (arew.tiny_models), a local TransferQueue, a MediQ file."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -38,3 +40,24 @@ def tiny_model_dir(tmp_path_factory, tiny_model, chat_tokenizer):
     tiny_model.save_pretrained(folder)
     chat_tokenizer.save_pretrained(folder)
     return folder
+
+
+def mediq_case(i: int) -> dict:
+    """A project-written MediQ case (gold B, pneumonia) in the public file's format."""
+    findings = ["a productive cough", "a fever of 39 C", "crackles over the right lower lobe", "no recent travel"]
+    return {
+        "id": i,
+        "question": "Which of the following is the most likely diagnosis?",
+        "context": [f"A {30 + i}-year-old man comes to the clinic.", "He has been unwell for three days."],
+        "options": {"A": "Asthma", "B": "Pneumonia", "C": "Bronchitis", "D": "Tuberculosis"},
+        "answer_idx": "B",
+        "facts": [f"Patient is a {30 + i}-year-old man."] + [f"He has {f}." for f in findings],
+    }
+
+
+@pytest.fixture(scope="session")
+def mediq_source(tmp_path_factory):
+    """A MediQ jsonl of 40 project-written cases, enough for arew prepare's default-sized small splits."""
+    path = tmp_path_factory.mktemp("mediq-source") / "cases.jsonl"
+    path.write_text("\n".join(json.dumps(mediq_case(i)) for i in range(40)) + "\n")
+    return path

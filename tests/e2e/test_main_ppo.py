@@ -8,7 +8,6 @@ two steps. Runs share a module-scoped fixture where several checks read the same
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import threading
@@ -168,21 +167,8 @@ def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
         assert "algo=gspo" in command
 
 
-def _mediq_case(i: int) -> dict:
-    findings = ["a productive cough", "a fever of 39 C", "crackles over the right lower lobe", "no recent travel"]
-    return {
-        "id": i,
-        "question": "Which of the following is the most likely diagnosis?",
-        "context": [f"A {30 + i}-year-old man comes to the clinic.", "He has been unwell for three days."],
-        "options": {"A": "Asthma", "B": "Pneumonia", "C": "Bronchitis", "D": "Tuberculosis"},
-        "answer_idx": "B",
-        "facts": [f"Patient is a {30 + i}-year-old man."] + [f"He has {f}." for f in findings],
-    }
-
-
-def test_mediq_with_the_offline_patient(runs_dir):
-    source = runs_dir / "mediq.jsonl"
-    source.write_text("\n".join(json.dumps(_mediq_case(i)) for i in range(40)) + "\n")
+def test_mediq_with_the_offline_patient(runs_dir, mediq_source):
+    source = mediq_source
     result = _run(
         runs_dir / "mediq", "arew_agent.env_options.user=offline", "data.max_prompt_length=4096",
         task="mediq", steps=1, source=str(source),
@@ -231,7 +217,7 @@ def _corrupt(parquet: Path, every: int) -> int:
     return len(rows)
 
 
-def test_failing_episodes_and_a_hung_user_server_cost_no_step(runs_dir):
+def test_failing_episodes_and_a_hung_user_server_cost_no_step(runs_dir, mediq_source):
     """Episodes that raise become masked samples counted by reason; a user server that never replies
     opens the circuit after two timeouts, and the rest of the run falls back without trying it.
     The agent asks one question in every turn (a scripted model), so the user is called."""
@@ -240,8 +226,7 @@ def test_failing_episodes_and_a_hung_user_server_cost_no_step(runs_dir):
     tokenizer = build_chat_tokenizer(extra_text=[question] * 50)
     build_scripted_model(tokenizer, question).save_pretrained(folder / "scripted")
     tokenizer.save_pretrained(folder / "scripted")
-    source = runs_dir / "mediq_faults.jsonl"
-    source.write_text("\n".join(json.dumps(_mediq_case(i)) for i in range(40)) + "\n")
+    source = mediq_source
     smoke.prepare_data("mediq", folder / "data", str(source))
     assert _corrupt(folder / "data" / "mediq" / "train.parquet", every=4) == 8
     assert _corrupt(folder / "data" / "mediq" / "validation.parquet", every=2) == 2

@@ -37,22 +37,10 @@ class ScriptedChat:
         return Completion(self.script[min(k, len(self.script) - 1)])
 
 
-def _case(i: int) -> dict:
-    return {
-        "id": i,
-        "question": "Which of the following is the most likely diagnosis?",
-        "context": [f"A {30 + i}-year-old man comes to the clinic.", "He has been unwell for three days."],
-        "options": {"A": "Asthma", "B": "Pneumonia", "C": "Bronchitis", "D": "Tuberculosis"},
-        "answer_idx": "B",
-        "facts": [f"Patient is a {30 + i}-year-old man.", "He has a fever of 39 C.", "He has a productive cough.", "He has crackles over the right lower lobe."],
-    }
-
-
 @pytest.fixture(scope="module")
-def mediq_rows(tmp_path_factory):
+def mediq_rows(tmp_path_factory, mediq_source):
     folder = tmp_path_factory.mktemp("mediq")
-    (folder / "cases.jsonl").write_text("\n".join(json.dumps(_case(i)) for i in range(40)) + "\n")
-    return read_rows(prepare_task("mediq", folder / "data", 32, 4, 4, seed=0, source=str(folder / "cases.jsonl"))["test"])
+    return read_rows(prepare_task("mediq", folder / "data", 32, 4, 4, seed=0, source=str(mediq_source))["test"])
 
 
 @pytest.fixture(scope="module")

@@ -329,6 +329,20 @@ def _worker(tokenizer, server, config):
     return worker
 
 
+def _trainer_advantages(transfer_queue, keys, config) -> dict:
+    """The AReW trainer's advantage stage on the stored samples ``keys``; returns its metrics."""
+    # the actor's old-log-prob stage runs before advantages in training; stand in with the rollout's own
+    rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
+    batch = transfer_queue.kv_batch_put(
+        keys=keys, partition_id="train", fields=TensorDict({"old_log_probs": rollout["rollout_log_probs"]}, batch_size=len(keys))
+    )
+    trainer = AReWTrainer.__new__(AReWTrainer)
+    trainer.config, trainer.global_steps = config, 1
+    metrics = {}
+    trainer._compute_advantage(batch, metrics)
+    return metrics
+
+
 async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue):
     """verl's TQ agent-loop worker runs arew_agent, stores the samples, and the AReW trainer stage reweights them."""
     info = row["extra_info"]
@@ -353,15 +367,7 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
             global_steps=1,
         )
         keys.append(f"pe0_{session}_0")
-    # the actor's old-log-prob stage runs before advantages in training; stand in with the rollout's own
-    rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
-    batch = transfer_queue.kv_batch_put(
-        keys=keys, partition_id="train", fields=TensorDict({"old_log_probs": rollout["rollout_log_probs"]}, batch_size=len(keys))
-    )
-    trainer = AReWTrainer.__new__(AReWTrainer)
-    trainer.config, trainer.global_steps = config, 1
-    metrics = {}
-    trainer._compute_advantage(batch, metrics)
+    metrics = _trainer_advantages(transfer_queue, keys, config)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores", "extra_fields"])
     masks = [m.bool() for m in data["response_mask"].unbind()]
@@ -409,14 +415,7 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
             global_steps=1,
         )
         keys.append(f"pe9_{session}_0")
-    rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
-    batch = transfer_queue.kv_batch_put(
-        keys=keys, partition_id="train", fields=TensorDict({"old_log_probs": rollout["rollout_log_probs"]}, batch_size=len(keys))
-    )
-    trainer = AReWTrainer.__new__(AReWTrainer)
-    trainer.config, trainer.global_steps = config, 1
-    metrics = {}
-    trainer._compute_advantage(batch, metrics)
+    metrics = _trainer_advantages(transfer_queue, keys, config)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores"])
     advantages = data["advantages"].unbind()
@@ -430,6 +429,6 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
     assert metrics["episode/failed/environment"] == 0.0
     assert metrics["episode/failed/mean"] == pytest.approx(1 / 3)
 
-    trainer.config = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
+    strict = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
     with pytest.raises(RuntimeError, match=r"1 of 3 episodes failed this step \(33%\), more than arew_agent.max_failed_share=0.2"):
-        trainer._compute_advantage(batch, {})
+        _trainer_advantages(transfer_queue, keys, strict)
