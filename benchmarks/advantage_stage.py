@@ -96,6 +96,7 @@ def main() -> None:
     print(f"arew_gae / gae   = {results['arew_gae'] / results['gae']:.3f}  (target <= 1.10; GAE's Python loop makes this ratio noisy)")
     print(f"arew_grpo / grpo = {results['arew_grpo'] / results['grpo']:.3f}")
     print(f"AReW added cost  = {added * 1000:.1f} ms per step = {added / results['gae']:.1%} of plain GAE")
+    print(f"added / grpo     = {added / results['grpo']:.2f}  (target <= 1.00: AReW costs at most verl's own GRPO)")
 
 
 if __name__ == "__main__":
