@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 import torch
@@ -34,6 +34,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+from arew.eval.local import generate_seeded, generation_config
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +76,7 @@ class HFRolloutServer:
         self._lock = threading.Lock()  # one generation at a time, and never during a weight load
         self._warned_keys: set[str] = set()
 
-    def _sampling(self, prompt_len: int, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    def _sampling(self, prompt_len: int, params: dict[str, Any]) -> tuple[GenerationConfig, float]:
         unknown = set(params) - SUPPORTED_SAMPLING_KEYS - self._warned_keys
         if unknown:
             logger.warning("hf rollout ignores sampling parameters %s", sorted(unknown))
@@ -81,37 +86,27 @@ class HFRolloutServer:
             raise ValueError(f"hf rollout: prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
         max_tokens = params.get("max_tokens", params.get("max_new_tokens")) or self.response_length
         temperature = float(params.get("temperature", 1.0))
-        top_k = int(params.get("top_k") or 0)
-        options = dict(
+        config = generation_config(
+            self.model,
+            self.tokenizer,
             max_new_tokens=max(1, min(int(max_tokens), room)),
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
-            top_p=float(params.get("top_p", 1.0)) if temperature > 0 else None,
-            top_k=max(top_k, 0) if temperature > 0 else None,  # vLLM's -1 (off) is transformers' 0
+            temperature=temperature,
+            top_p=float(params.get("top_p", 1.0)),
+            top_k=int(params.get("top_k") or 0),
             repetition_penalty=float(params.get("repetition_penalty", 1.0)),
-            stop_strings=list(params.get("stop") or []) or None,
-            eos_token_id=self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id,
-            pad_token_id=self.tokenizer.pad_token_id,
+            stop=params.get("stop") or (),
             return_dict_in_generate=True,
             output_logits=True,
         )
-        return options, (temperature if temperature > 0 else 1.0)
+        return config, (temperature if temperature > 0 else 1.0)
 
     def _generate(self, prompt_ids: list[int], params: dict[str, Any], request_id: str) -> tuple[list[int], list[float]]:
-        from transformers import GenerationConfig
-
-        options, temperature = self._sampling(len(prompt_ids), params)
-        with self._lock, torch.inference_mode():
+        config, temperature = self._sampling(len(prompt_ids), params)
+        with self._lock:
             self.requests += 1
-            torch.manual_seed(zlib.crc32(f"{self.seed}:{request_id}:{len(prompt_ids)}".encode()))
-            inputs = torch.tensor([prompt_ids], dtype=torch.long)
-            out = self.model.generate(
-                input_ids=inputs,
-                attention_mask=torch.ones_like(inputs),
-                generation_config=GenerationConfig(**options),
-                tokenizer=self.tokenizer,  # stop strings are matched on text
-            )
-        tokens = out.sequences[0, inputs.shape[1] :]
+            seed = zlib.crc32(f"{self.seed}:{request_id}:{len(prompt_ids)}".encode())
+            out = generate_seeded(self.model, self.tokenizer, prompt_ids, config, seed)
+        tokens = out.sequences[0, len(prompt_ids) :]
         logits = torch.stack(out.logits, dim=1)[0, : tokens.shape[0]].float() / temperature
         log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
         return tokens.tolist(), log_probs.tolist()
