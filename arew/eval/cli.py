@@ -27,6 +27,9 @@ from envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
 from envs.rows import read_rows
 
 SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
+# the training recipe's budget, and the laptop-sized one of the default CPU model (about 2 minutes an episode on 2 cores)
+TRAINING_SIZES = {"limit": None, "response_length": 8192, "max_tokens_per_turn": 512, "feedback_reserve_tokens": 256}
+DEFAULT_MODEL_SIZES = {"limit": 4, "response_length": 768, "max_tokens_per_turn": 48, "feedback_reserve_tokens": 128}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,14 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=None, help="a parquet split written by arew prepare (default: the task's --split)")
     parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
     parser.add_argument("--data-dir", default=os.environ.get("AREW_DATA_DIR", "data"), help="where arew prepare wrote the task ($AREW_DATA_DIR)")
-    parser.add_argument("--limit", type=int, default=None, help="first N prompts only")
+    parser.add_argument("--limit", type=int, default=None, help="first N prompts only (default: all; 4 with the default model)")
     parser.add_argument("--n", type=int, default=1, help="episodes per prompt (mean@n, pass@n)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--response-length", type=int, default=8192, help="tokens of one episode after its prompt (training's data.max_response_length)")
-    parser.add_argument("--max-tokens-per-turn", type=int, default=512)
-    parser.add_argument("--feedback-reserve-tokens", type=int, default=256)
+    parser.add_argument("--response-length", type=int, default=None,
+                        help="tokens of one episode after its prompt (training's data.max_response_length; default 8192, 768 with the default model)")
+    parser.add_argument("--max-tokens-per-turn", type=int, default=None, help="default 512 (48 with the default model)")
+    parser.add_argument("--feedback-reserve-tokens", type=int, default=None, help="default 256 (128 with the default model)")
     parser.add_argument("--overflow", default="answer_now", choices=("answer_now", "stop"))
     parser.add_argument("--user", default=None, choices=("offline", "llm"), help="the simulated user (MediQ, FloDial)")
     parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
@@ -102,7 +106,8 @@ def build_model(args: argparse.Namespace) -> tuple[ChatModel, Any]:
         from transformers import AutoTokenizer
 
         return model, TokenCounter.of_tokenizer(AutoTokenizer.from_pretrained(args.tokenizer))
-    from arew.eval.local import LocalModel, default_model_folder
+    from arew.eval.default_model import default_model_folder
+    from arew.eval.local import LocalModel
 
     model = LocalModel(args.model or default_model_folder(), device=args.device)
     return model, TokenCounter.of_tokenizer(model.tokenizer)
@@ -112,7 +117,16 @@ def _label(args: argparse.Namespace, model: ChatModel) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model.name)).name or "model")
 
 
+def fill_sizes(args: argparse.Namespace) -> None:
+    """Unset sizes take the training recipe's values, or the laptop-sized ones when the default model runs."""
+    sizes = DEFAULT_MODEL_SIZES if args.model is None and args.endpoint is None else TRAINING_SIZES
+    for key, value in sizes.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+
+
 def main(args: argparse.Namespace) -> None:
+    fill_sizes(args)
     try:
         options = env_options(args)
         config = EvalConfig(

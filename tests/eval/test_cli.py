@@ -93,3 +93,20 @@ def test_bad_input_exits_naming_the_option(tmp_path, extra, message):
 def test_a_task_built_from_public_data_says_how_to_prepare_it(tmp_path):
     with pytest.raises(SystemExit, match="arew prepare mediq --out .* --source"):
         main(["eval", "mediq", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--data-dir", str(tmp_path)])
+
+
+def test_the_default_model_gets_laptop_sizes_and_others_the_training_budget():
+    import argparse
+
+    from arew.eval.cli import DEFAULT_MODEL_SIZES, TRAINING_SIZES, add_arguments, fill_sizes
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for argv, expected in ((["pe-g-s2"], DEFAULT_MODEL_SIZES), (["pe-g-s2", "--model", "m"], TRAINING_SIZES),
+                           (["pe-g-s2", "--endpoint", "http://x/v1", "--model", "m"], TRAINING_SIZES)):  # fmt: skip
+        args = parser.parse_args(argv)
+        fill_sizes(args)
+        assert {key: getattr(args, key) for key in expected} == expected
+    args = parser.parse_args(["pe-g-s2", "--limit", "9"])
+    fill_sizes(args)
+    assert args.limit == 9 and args.max_tokens_per_turn == DEFAULT_MODEL_SIZES["max_tokens_per_turn"]
