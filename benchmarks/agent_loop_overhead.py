@@ -61,6 +61,18 @@ def make_agent(row, tokenizer, config):
     )
 
 
+def loop_setup(rows):
+    """A tokenizer trained on the rows' prompts (realistic token counts) and the loop's config: long budgets."""
+    tokenizer = build_chat_tokenizer(extra_text=[m["content"] for row in rows[:20] for m in row["prompt"]], vocab_size=4000)
+    config = OmegaConf.create({
+        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 16384, "multi_turn": {}},
+                              "model": {"path": "unused", "tokenizer_path": "unused"}},
+        "data": {"apply_chat_template_kwargs": {}},
+        "arew_agent": {},
+    })  # fmt: skip
+    return tokenizer, config
+
+
 async def run_loop(rows, tokenizer, config, concurrent: bool) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, turns) for all episodes, one after another or all at once."""
     agents = [make_agent(row, tokenizer, config) for row in rows]
@@ -100,13 +112,7 @@ def main() -> None:
     parser.add_argument("--task", default="pe-g-s2")
     args = parser.parse_args()
     rows = build_rows(args.task, args.episodes, 1, 1, seed=0)["train"]
-    tokenizer = build_chat_tokenizer(extra_text=[m["content"] for row in rows[:20] for m in row["prompt"]], vocab_size=4000)
-    config = OmegaConf.create({
-        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 16384, "multi_turn": {}},
-                              "model": {"path": "unused", "tokenizer_path": "unused"}},
-        "data": {"apply_chat_template_kwargs": {}},
-        "arew_agent": {},
-    })
+    tokenizer, config = loop_setup(rows)
     steps_per_s, summary_s = env_steps_per_second(rows)
     print(f"task {args.task}: {args.episodes} episodes; per turn, excluding generation:")
     for concurrent in (False, True):

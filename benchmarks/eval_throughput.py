@@ -24,14 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_loop_overhead import run_loop, scripted_turns
+from agent_loop_overhead import loop_setup, run_loop, scripted_turns
 from aiohttp import web
-from omegaconf import OmegaConf
 
 from arew.eval.endpoint import EndpointModel
 from arew.eval.model import Completion
 from arew.eval.runner import EvalConfig, evaluate
-from arew.tiny_models import build_chat_tokenizer
 from envs.preference.data import build_rows
 
 
@@ -110,13 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = build_rows(args.task, args.episodes, 1, 1, seed=0)["train"]
     book = ScriptBook(rows)
-    tokenizer = build_chat_tokenizer(extra_text=[m["content"] for row in rows[:20] for m in row["prompt"]], vocab_size=4000)
-    loop_config = OmegaConf.create({
-        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 16384, "multi_turn": {}},
-                              "model": {"path": "unused", "tokenizer_path": "unused"}},
-        "data": {"apply_chat_template_kwargs": {}},
-        "arew_agent": {},
-    })  # fmt: skip
+    tokenizer, loop_config = loop_setup(rows)
     config = EvalConfig(response_length=16384, concurrency=args.concurrency)
     wall, cpu, turns = asyncio.run(run_loop(rows, tokenizer, loop_config, concurrent=True))
     results = {"arew_agent loop (baseline)": (wall, cpu, turns, len(rows))}
