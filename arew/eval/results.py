@@ -4,8 +4,10 @@ feedback-ablation drop (Observation 3).
 Intervals are normal approximations over episodes (1.96 standard errors; the sample standard
 deviation), so read them as indicative below about 30 episodes. mean@n averages each prompt's mean
 reward over its n episodes; pass@n is the share of prompts with at least one episode whose reward
-reaches ``success`` (1.0: the task's full reward). Failed episodes count with reward 0 in every
-figure and are also counted by reason.
+reaches ``success`` (1.0: the task's full reward). pass^k (tau-bench's reliability, for every k up
+to n) is the chance that k episodes drawn without replacement from a prompt's n all succeed,
+C(c, k) / C(n, k) for c successes, averaged over prompts. Failed episodes count with reward 0 in
+every figure and are also counted by reason.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return mean, Z95 * math.sqrt(variance / n)
 
 
+def pass_hat_k(successes: int, n: int, k: int) -> float:
+    """C(successes, k) / C(n, k): the chance that k of the n episodes, drawn without replacement, all succeed."""
+    return math.comb(successes, k) / math.comb(n, k)
+
+
 def _numbers(record: dict[str, Any]) -> dict[str, float]:
     info = dict(record.get("info") or {})
     decisions = info.get("decisions", 0.0)
@@ -60,6 +67,8 @@ def summarize(records: Sequence[dict[str, Any]], success: float = 1.0) -> dict[s
     add("reward", [float(r.get("reward", 0.0)) for r in records])
     add(f"mean@{n_per_prompt}", [sum(r) / len(r) for r in by_prompt.values()])
     add(f"pass@{n_per_prompt}", [float(max(r) >= success) for r in by_prompt.values()])
+    for k in range(1, n_per_prompt + 1):
+        add(f"pass^{k}", [pass_hat_k(sum(v >= success for v in r), len(r), k) for r in by_prompt.values() if len(r) >= k])
     numbers = [_numbers(r) for r in records]
     keys = set().union(*numbers) if numbers else set()
     for key in [k for k in LEADING if k in keys] + sorted(keys - set(LEADING)):

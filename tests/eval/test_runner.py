@@ -152,6 +152,9 @@ def test_figures_mean_at_n_pass_at_n_and_intervals(tmp_path):
     rows = summary["rows"]
     assert rows["reward"]["mean"] == 0.25 and rows["mean@2"]["mean"] == 0.25 and rows["pass@2"]["mean"] == 0.5
     assert rows["invalid_rate"]["mean"] == pytest.approx(3 / 16)
+    assert rows["pass^1"]["mean"] == 0.25 and rows["pass^2"]["mean"] == 0.0  # row 0: 1 of 2 succeed
+    three = summarize([{"data_source": "d", "row": 0, "reward": r} for r in (1.0, 1.0, 0.0)])["rows"]
+    assert three["pass^2"]["mean"] == pytest.approx(1 / 3) and three["pass^3"]["mean"] == 0.0  # C(2,2)/C(3,2)
     mean, ci = mean_ci([1.0, 0.0, 0.0, 0.0])
     assert mean == 0.25 and ci == pytest.approx(1.96 * math.sqrt(0.25 / 4))
     assert math.isnan(mean_ci([1.0])[1]) and math.isnan(mean_ci([])[0])
