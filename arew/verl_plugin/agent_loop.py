@@ -45,7 +45,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
-from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
+from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from envs.base import StepResult
 from envs.registry import make_env
