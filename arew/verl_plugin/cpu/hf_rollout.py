@@ -35,7 +35,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from arew.eval.local import generate_seeded, generation_config
+from arew.hf_generation import generate_seeded, generation_config
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
