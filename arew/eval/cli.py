@@ -113,7 +113,7 @@ def build_model(args: argparse.Namespace) -> tuple[ChatModel, Any]:
     return model, TokenCounter.of_tokenizer(model.tokenizer)
 
 
-def _label(args: argparse.Namespace, model: ChatModel) -> str:
+def _label(model: ChatModel) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model.name)).name or "model")
 
 
@@ -139,7 +139,7 @@ def main(args: argparse.Namespace) -> None:
         model, tokens = build_model(args)
     except (ValueError, KeyError, FileNotFoundError, ImportError) as error:  # bad input: say what to change
         raise SystemExit(f"arew eval {args.task}: {error}") from None
-    out = Path(args.out) if args.out else Path("runs") / "eval" / args.task / _label(args, model)
+    out = Path(args.out) if args.out else Path("runs") / "eval" / args.task / _label(model)
     variant = "ablation" if args.feedback_ablation else "normal"
     folder = out / variant
     total = len(rows) * config.n

@@ -107,15 +107,16 @@ async def evaluate(
     todo = [(row, s, name) for row, s, name in wanted if name not in done or (config.retry_failed and done[name].get("failed"))]
     slots = asyncio.Semaphore(config.concurrency)
     path = folder / EPISODES_FILE
-    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-    with open(path, "a") as sink:
-        if torn:  # an interrupted write: the next record starts on its own line
-            sink.write("\n")
+    with open(path, "a+b") as sink:
+        if sink.tell() > 0:
+            sink.seek(-1, 2)
+            if sink.read(1) != b"\n":  # an interrupted write: the next record starts on its own line
+                sink.write(b"\n")
 
         async def one(row: dict[str, Any], session: int, name: str) -> None:
             async with slots:
                 record = await play_episode(model, row, session, config, tokens)
-            sink.write(json.dumps(record) + "\n")
+            sink.write((json.dumps(record) + "\n").encode())
             sink.flush()
             done[name] = record
             if on_episode:
