@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from arew.eval.endpoint import EndpointModel
 from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
@@ -95,8 +96,6 @@ def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 def build_model(args: argparse.Namespace) -> tuple[ChatModel, Any]:
     """The model and its token counter (exact with a tokenizer, else an estimate)."""
     if args.endpoint:
-        from arew.eval.endpoint import EndpointModel
-
         if not args.model:
             raise ValueError("--endpoint needs --model, the served model's name")
         model = EndpointModel.from_options(url=args.endpoint, model=args.model, api_key_env=args.api_key_env,
@@ -153,6 +152,8 @@ def main(args: argparse.Namespace) -> None:
         progress.close()
     summary = summarize(records, success=args.success)
     summary["config"] = {"task": args.task, "model": str(model.name), "variant": variant, **{k: v for k, v in vars(args).items() if k != "func"}}
+    if isinstance(model, EndpointModel):  # this run's requests, retries and failures by kind
+        summary["endpoint"] = model.stats.as_dict()
     paths = write_tables(summary, folder, f"{args.task}, {model.name}, {variant}")
     print(paths["md"].read_text())
     other = out / ("normal" if args.feedback_ablation else "ablation") / "results.json"

@@ -102,6 +102,8 @@ def markdown(summary: dict[str, Any], title: str) -> str:
     lines = [f"## {title}", "", f"{summary['episodes']} episodes of {summary['prompts']} prompts; failed: {failed}", "",
              "| metric | mean | ±95% | n |", "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {k} | {_cell(r['mean'])} | {_cell(r['ci95'])} | {r['n']} |" for k, r in summary["rows"].items()]
+    if "endpoint" in summary:
+        lines += ["", "endpoint: " + ", ".join(f"{k} {v:g}" for k, v in summary["endpoint"].items())]
     return "\n".join(lines) + "\n"
 
 

@@ -66,6 +66,8 @@ def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
     assert "| pass@2 |" in table and "| mean@2 |" in table and "| decisions | 3 |" in table
     summary = json.loads((folder / "results.json").read_text())
     assert summary["episodes"] == 4 and summary["prompts"] == 2 and summary["config"]["model"] == "served-model"
+    assert summary["endpoint"]["completions"] == summary["endpoint"]["requests"] == 12 and summary["endpoint"]["retries"] == 0
+    assert "endpoint: requests 12" in table
     assert {r["model"] for r in requests} == {"served-model"} and all(r["temperature"] == 0.7 for r in requests)
     assert "results.md" in capsys.readouterr().out
     seen = len(requests)
