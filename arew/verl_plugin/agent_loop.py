@@ -129,7 +129,6 @@ class _Episode(EpisodeLog):
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)
-    generation_calls: int = 0
     counterfactual_calls: int = 0
     weight_versions: list[int] = field(default_factory=list)
 
@@ -290,7 +289,6 @@ class CritiqueAgentLoop(AgentLoopBase):
             output = await self.server_manager.generate(
                 request_id=episode.request_id, prompt_ids=episode.runtime_ids, sampling_params=params
             )
-        episode.generation_calls += 1
         episode.note_generation(output)
         if output.num_preempted is not None:
             metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) + output.num_preempted
