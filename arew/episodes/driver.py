@@ -6,6 +6,8 @@ critique, runs the counterfactual generations the environment asks for, and appl
 policy. How a turn is generated and how the context is kept is the :class:`Transcript`'s
 business: verl's ``arew_agent`` loop keeps a token stream with its server manager
 (:mod:`arew.verl_plugin.agent_loop`); an evaluation client can keep chat messages.
+The log's ``phase`` names where a raise would come from: ``environment`` while the rounds run,
+``generation`` during each of the transcript's generations (set here, for every transcript).
 
 Budget policy: before each round the transcript says whether the round, its feedback and a
 final answer still fit; feedback is only added when a full turn still fits after it. When
@@ -114,8 +116,8 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                 return await _overflow(env, transcript, log, overflow)
             cf_action = None
             if round_kind == "act" and (cf_belief := env.counterfactual_belief()) is not None:
-                cf_action = await transcript.counterfactual_action(cf_belief)
-            text = await transcript.generate()
+                cf_action = await _generating(log, transcript.counterfactual_action(cf_belief))
+            text = await _generating(log, transcript.generate())
             if payload_kind(text) == "answer":
                 return log.record(env.answer(text))
             if round_kind == "act":
@@ -124,7 +126,7 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                 log.environment_seconds += time.perf_counter() - started
                 cf_feedback = env.counterfactual_feedback()
                 if cf_feedback is not None:
-                    counterfactual = await transcript.counterfactual_update(cf_feedback)
+                    counterfactual = await _generating(log, transcript.counterfactual_update(cf_feedback))
             else:
                 step = env.update(text, counterfactual=counterfactual)
             log.record(step)
@@ -133,12 +135,20 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                 feedback += env.final_turn_notice()
             if not transcript.add_feedback(feedback):
                 return await _overflow(env, transcript, log, overflow)
-    return log.record(env.answer(await transcript.generate()))
+    return log.record(env.answer(await _generating(log, transcript.generate())))
 
 
 async def _overflow(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str) -> StepResult | None:
     if overflow == "answer_now" and log.labels and transcript.add_feedback(ANSWER_NOW_NOTICE):
         log.forced_answer = True
-        return log.record(env.answer(await transcript.generate()))
+        return log.record(env.answer(await _generating(log, transcript.generate())))
     log.truncated = True
     return None
+
+
+async def _generating(log: EpisodeLog, call):
+    """Await one of the transcript's generations with the log in phase ``generation`` (a raise there is its reason)."""
+    caller, log.phase = log.phase, "generation"
+    result = await call
+    log.phase = caller
+    return result

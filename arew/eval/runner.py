@@ -147,7 +147,7 @@ async def play_episode(
             max_tokens=config.max_tokens_per_turn, temperature=config.temperature, top_p=config.top_p,
             stop=tuple(config.stop), seed=None if config.seed is None else (config.seed + seed) % 2**31,
         )  # fmt: skip
-        transcript = ChatTranscript(model, messages, params, config.budget, log, tokens)
+        transcript = ChatTranscript(model, messages, params, config.budget, tokens)
         record["prompt_messages"] = len(messages)
         final = await play(env, transcript, log, config.overflow)
         log.phase = "result"

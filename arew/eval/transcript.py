@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from arew.episodes import EpisodeLog
 from arew.eval.model import ChatModel, Completion, GenerationParams
 
 CHARS_PER_TOKEN = 4
@@ -69,10 +68,9 @@ class ChatTranscript:
         messages: list[dict[str, str]],
         params: GenerationParams,
         budget: Budget,
-        log: EpisodeLog,
         tokens: TokenCounter = TokenCounter(),
     ):
-        self.model, self.params, self.budget, self.log = model, params, budget, log
+        self.model, self.params, self.budget = model, params, budget
         self.messages = list(messages)
         self.tokens = tokens
         self.response_tokens = 0
@@ -120,7 +118,4 @@ class ChatTranscript:
     async def _complete(self, messages: list[dict[str, str]], params: GenerationParams) -> Completion:
         if params.seed is not None:  # each call of the episode its own seed: sampled turns differ but replay
             params = replace(params, seed=(params.seed + self.generations + self.side_generations) % 2**31)
-        caller, self.log.phase = self.log.phase, "generation"
-        completion = await self.model.complete(messages, params)
-        self.log.phase = caller
-        return completion
+        return await self.model.complete(messages, params)

@@ -263,10 +263,8 @@ class CritiqueAgentLoop(AgentLoopBase):
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
         episode.counterfactual_calls += 1
         request_id = f"{episode.request_id}-counterfactual{episode.counterfactual_calls}"
-        caller, episode.phase = episode.phase, "generation"
         output = await self.server_manager.generate(request_id=request_id, prompt_ids=prompt_ids, sampling_params=params)
         episode.note_generation(output)
-        episode.phase = caller
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 
     def _remaining(self, episode: _Episode) -> int:
@@ -284,7 +282,6 @@ class CritiqueAgentLoop(AgentLoopBase):
             "max_tokens": min(self.settings.max_tokens_per_turn, self._remaining(episode)),
             "stop": list(self.settings.stop),
         }
-        caller, episode.phase = episode.phase, "generation"
         with simple_timer("generate_sequences", metrics):
             output = await self.server_manager.generate(
                 request_id=episode.request_id, prompt_ids=episode.runtime_ids, sampling_params=params
@@ -307,7 +304,6 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.spans.append((start, len(episode.response_mask)))
         text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
         episode.messages.append({"role": "assistant", "content": text})
-        episode.phase = caller
         return text
 
     def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
