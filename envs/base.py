@@ -20,6 +20,12 @@ loop drives one episode like this::
         step = env.answer(text)                             # done=True
     reward = env.reward(); proxies = env.proxies()
 
+A task whose ``rounds`` is ``("act",)`` (tau2 telecom: every decision is a tool call or a
+message) has action rounds only: each turn is one ``act``, and the last one's feedback
+carries the final-turn notice. A ``StepResult`` with ``done=True`` from ``act`` ends the
+episode there (the environment ended it: a simulated customer's stop, a transfer); no final
+answer is asked for.
+
 ``payload_kind`` is :func:`envs.parsing.payload_kind`. Each ``StepResult.feedback`` is the
 next user message and already contains the instruction for the next round; the
 environment never appends :meth:`ActiveReasoningEnv.final_turn_notice` itself, the loop
@@ -29,7 +35,9 @@ Calling rounds out of order (``update`` before ``act``, anything after ``done``)
 the loop and raises ``RuntimeError``.
 
 Every decision gets one critique: ``act`` on channel "as", ``update`` and ``answer`` on
-channel "bt". The reward depends only on the text passed to ``answer``.
+channel "bt" (tasks without update rounds may put ``answer`` on "as"). The reward depends
+on the text passed to ``answer`` or, for tasks judged on their environment's state, on the
+state the episode's actions left.
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ class ActiveReasoningEnv(abc.ABC):
     """One episode of an active-reasoning task; see the module docstring for the turn order."""
 
     max_turns: int
+    # the rounds of one turn, in order: ("act", "update") or, for action-only tasks, ("act",)
+    rounds: ClassVar[tuple[str, ...]] = ("act", "update")
     # the options from_row accepts (name -> envs.options.Option), checked at trainer start-up
     OPTIONS: ClassVar[dict[str, Any]] = {}
     # whether from_row also takes the simulated-user options of envs.users

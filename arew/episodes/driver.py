@@ -3,7 +3,8 @@
 :func:`play` alternates action rounds (channel AS) and belief-update rounds (channel BT) as
 :mod:`envs.base` describes, asks for the final answer, records every decision's channel and
 critique, runs the counterfactual generations the environment asks for, and applies the budget
-policy. How a turn is generated and how the context is kept is the :class:`Transcript`'s
+policy. Tasks with ``rounds == ("act",)`` play action rounds only, and an action whose step
+is ``done`` ends the episode (the environment ended it). How a turn is generated and how the context is kept is the :class:`Transcript`'s
 business: verl's ``arew_agent`` loop keeps a token stream with its server manager
 (:mod:`arew.verl_plugin.agent_loop`); an evaluation client can keep chat messages.
 The log's ``phase`` names where a raise would come from: ``environment`` while the rounds run,
@@ -27,6 +28,7 @@ from envs.base import ActiveReasoningEnv, StepResult
 from envs.parsing import payload_kind
 
 OVERFLOW_POLICIES = ("answer_now", "stop")
+ROUND_SEQUENCES = (("act", "update"), ("act",))
 ANSWER_NOW_NOTICE = (
     "\n\nThe conversation has reached its length budget. This is your final turn: "
     "give your final answer now in <answer>...</answer>."
@@ -72,6 +74,7 @@ class EpisodeLog:
     invalid_turns: int = 0
     forced_answer: bool = False
     truncated: bool = False
+    ended_by_environment: bool = False
     environment_seconds: float = 0.0
 
     def record(self, step: StepResult) -> StepResult:
@@ -85,9 +88,10 @@ class EpisodeLog:
         info: dict[str, float] = {
             "decisions": float(len(self.labels)),
             "invalid_turns": float(self.invalid_turns),
-            "answered": float(final_step is not None and final_step.valid),
+            "answered": float(final_step is not None and final_step.valid and not self.ended_by_environment),
             "forced_answer": float(self.forced_answer),
             "truncated": float(self.truncated),
+            "ended_by_environment": float(self.ended_by_environment),
         }
         for channel in ("as", "bt"):
             labels = [z for c, z in zip(self.channels, self.labels) if c == channel]
@@ -105,13 +109,16 @@ class EpisodeLog:
 
 
 async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str = "answer_now") -> StepResult | None:
-    """Drive the rounds; returns the final answer's StepResult, or None if the episode ended unanswered."""
+    """Drive the rounds; returns the final answer's StepResult (or the action's that ended the
+    episode), or None if the episode ended unanswered."""
     if overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"overflow: must be one of {list(OVERFLOW_POLICIES)}, got {overflow!r}")
+    if tuple(env.rounds) not in ROUND_SEQUENCES:
+        raise ValueError(f"{type(env).__name__}.rounds: must be one of {list(ROUND_SEQUENCES)}, got {env.rounds!r}")
     log.phase = "environment"
     for turn in range(env.max_turns):
         counterfactual = None
-        for round_kind in ("act", "update"):
+        for round_kind in env.rounds:
             if not transcript.round_fits():
                 return await _overflow(env, transcript, log, overflow)
             cf_action = None
@@ -130,6 +137,9 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
             else:
                 step = env.update(text, counterfactual=counterfactual)
             log.record(step)
+            if step.done:
+                log.ended_by_environment = True
+                return step
             feedback = step.feedback
             if round_kind == "act" and turn == env.max_turns - 1:
                 feedback += env.final_turn_notice()

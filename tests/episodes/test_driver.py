@@ -125,6 +125,7 @@ class CounterfactualEnv:
     """Asks for both counterfactual generations and records what reached it."""
 
     max_turns = 2
+    rounds = ("act", "update")
 
     def __init__(self):
         self.seen: list[tuple[str, str, str | None]] = []
@@ -165,3 +166,65 @@ async def test_counterfactual_generations_reach_the_environment():
 async def test_an_unknown_overflow_policy_is_refused(row):
     with pytest.raises(ValueError, match="overflow"):
         await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript([]), EpisodeLog(), overflow="truncate")
+
+
+class ToolEnv:
+    """Action rounds only (tau2's shape): each act is a tool call; the environment ends the episode at ``end_at``."""
+
+    max_turns = 3
+    rounds = ("act",)
+
+    def __init__(self, end_at=None):
+        self.end_at, self.acts = end_at, 0
+
+    def counterfactual_belief(self):
+        return None
+
+    def counterfactual_feedback(self):
+        return None
+
+    async def act(self, text, counterfactual=None):
+        self.acts += 1
+        return StepResult(f"output {self.acts}", 1 if "call" in text else -1, "as", "call" in text, done=self.acts == self.end_at)
+
+    def update(self, text, counterfactual=None):
+        raise RuntimeError("no update rounds")
+
+    def answer(self, text):
+        return StepResult("", 0, "as", True, done=True)
+
+    def final_turn_notice(self) -> str:
+        return " last turn"
+
+
+async def test_action_only_episodes_play_one_action_per_turn_then_the_final_answer():
+    transcript, log = ScriptedTranscript(["call a", "oops", "call b", "<answer>bye</answer>"]), EpisodeLog()
+    final = await play(ToolEnv(), transcript, log)
+    assert final is not None and final.done and not log.ended_by_environment
+    assert log.channels == ["as"] * 4 and log.labels == [1, -1, 1, 0]
+    assert [m["content"] for m in transcript.messages if m["role"] == "user"] == ["output 1", "output 2", "output 3 last turn"]
+    assert log.info(final, {})["answered"] == 1.0
+
+
+async def test_an_action_the_environment_ends_the_episode_with_is_the_last_decision():
+    env = ToolEnv(end_at=2)
+    transcript, log = ScriptedTranscript(["call a", "call b", "never generated"]), EpisodeLog()
+    final = await play(env, transcript, log)
+    assert final.feedback == "output 2" and log.ended_by_environment and env.acts == 2
+    assert log.labels == [1, 1] and transcript.texts == ["never generated"]
+    assert [m["role"] for m in transcript.messages] == ["assistant", "user", "assistant"]  # its feedback ends nothing
+    info = log.info(final, {})
+    assert info["ended_by_environment"] == 1.0 and info["answered"] == 0.0 and info["decisions"] == 2
+
+
+async def test_an_agent_answer_ends_an_action_only_episode_early():
+    transcript, log = ScriptedTranscript(["call a", "<answer>done</answer>", "unused"]), EpisodeLog()
+    final = await play(ToolEnv(), transcript, log)
+    assert final.done and log.labels == [1, 0] and transcript.texts == ["unused"]
+
+
+async def test_an_unknown_round_sequence_is_refused():
+    env = ToolEnv()
+    env.rounds = ("update", "act")
+    with pytest.raises(ValueError, match="ToolEnv.rounds"):
+        await play(env, ScriptedTranscript([]), EpisodeLog())
