@@ -4,16 +4,16 @@ import inspect
 
 import pytest
 
-from envs.registry import TASKS, _FACTORIES, check_env_options
+from envs.registry import TASKS, check_env_options, env_class
 
 PREFIX = "arew_agent.env_options"
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_declared_defaults_pass_and_come_from_the_constructor(task):
-    env_class = _FACTORIES[task].__self__
-    parameters = inspect.signature(env_class.__init__).parameters
-    values = {name: parameters[name].default for name in env_class.OPTIONS}  # KeyError: declared, not accepted
+    task_class = env_class(task)
+    parameters = inspect.signature(task_class.__init__).parameters
+    values = {name: parameters[name].default for name in task_class.OPTIONS}  # KeyError: declared, not accepted
     assert all(v is not inspect.Parameter.empty for v in values.values())
     check_env_options(task, values)
     check_env_options(task, {})

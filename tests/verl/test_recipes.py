@@ -54,6 +54,28 @@ def test_recipe_composes_with_paper_settings(task, algo, variant, tiny_model_dir
         assert actor.clip_ratio_low == 3e-4 and actor.clip_ratio_high == 4e-4
 
 
+@pytest.mark.parametrize("task, algo, variant", list(itertools.product(["tau2-solo", "tau2-dual"], ALGOS, VARIANTS)))
+def test_tau2_recipes_carry_the_references_settings(task, algo, variant, tiny_model_dir):
+    cfg = _compose(task, algo, variant, tiny_model_dir)
+    validate_arew_setup(cfg)
+    arew, actor = cfg.algorithm.arew, cfg.actor_rollout_ref.actor
+    assert arew.channels == VARIANTS[variant] and arew.weighting == "step_abs_sum" and arew.negatives == "full"
+    assert cfg.data.train_files == f"data/{task}/train.parquet" and cfg.trainer.experiment_name == f"{task}-{variant}"
+    if task == "tau2-solo":
+        assert arew.lam == 5.0 and cfg.trainer.n_gpus_per_node == 8 and cfg.data.train_batch_size == 256
+    else:  # the task's settings win over the algorithm's (its group comes last)
+        assert arew.lam == 50.0 and cfg.trainer.total_training_steps == 150 and cfg.arew_agent.env_options.max_turns == 22
+        assert actor.use_kl_loss and actor.kl_loss_coef == 0.001 and cfg.arew_agent.env_options.customer == "llm"
+        assert cfg.trainer.n_gpus_per_node == 7 and cfg.data.train_batch_size % 7 == 0 and actor.ppo_mini_batch_size % 7 == 0
+
+
+def test_tau2_dual_trains_the_14b_agent_by_default(monkeypatch):
+    monkeypatch.delenv("AREW_MODEL_PATH", raising=False)
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = compose("recipe", overrides=["task=tau2-dual", "algo=grpo"])
+    assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-14B-Instruct"
+
+
 @pytest.mark.parametrize("algo", ALGOS)
 def test_recipe_passes_verl_validation(algo, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
