@@ -2,7 +2,7 @@
 
 It lives under ``algorithm.arew`` in a verl config (verl passes the algorithm section to
 advantage estimators, and unknown keys there survive its dataclass conversion). Every key
-has a default; ``configs/arew/default.yaml`` documents them one per line.
+has a default; ``configs/base/arew.yaml`` documents them one per line.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from arew.core.records import CHANNELS
 CHANNEL_SETS = {"off": (), "as": ("as",), "bt": ("bt",), "as+bt": ("as", "bt")}
 MODES = ("reweight", "intermediate_reward")
 GROUPINGS = ("pooled", "separate")
-WEIGHTINGS = ("per_step", "minority_fixed")
+WEIGHTINGS = ("per_step", "minority_fixed", "fixed_pos", "fixed_neg", "abs_sum", "step_abs_sum")
+NEGATIVES = ("full", "prefix", "suffix")
 WINDOWS = ("all", "first", "last")
 ON_INVALID = ("raise", "drop")
 
@@ -52,6 +53,7 @@ class AReWConfig:
     mode: str = "reweight"
     grouping: str = "pooled"
     weighting: str = "per_step"
+    negatives: str = "full"
     lam: float = 1.0
     lam_as: float | None = None
     lam_bt: float | None = None
@@ -142,6 +144,7 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
         "mode": lambda k, v: _choice(k, v, MODES),
         "grouping": lambda k, v: _choice(k, v, GROUPINGS),
         "weighting": lambda k, v: _choice(k, v, WEIGHTINGS),
+        "negatives": lambda k, v: _choice(k, v, NEGATIVES),
         "lam": lambda k, v: _number(k, v, low=0.0),
         "lam_as": optional_lam,
         "lam_bt": optional_lam,
@@ -183,6 +186,8 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
     sched = config.schedule
     if sched.end_step is not None and sched.end_step <= sched.start_step:
         _fail(f"{prefix}.schedule.end_step", f"must be > start_step ({sched.start_step}), got {sched.end_step}")
+    if config.negatives != "full" and config.weighting != "step_abs_sum":
+        _fail(f"{prefix}.negatives", f"{config.negatives!r} needs weighting=step_abs_sum, got {config.weighting!r}")
     if config.grouping == "pooled" and (config.lam_as is not None or config.lam_bt is not None):
         key = "lam_as" if config.lam_as is not None else "lam_bt"
         _fail(f"{prefix}.{key}", "per-channel strengths need grouping=separate (pooled mode uses lam)")

@@ -113,7 +113,8 @@ def batches(draw):
 @given(
     data=batches(),
     grouping=st.sampled_from(["pooled", "separate"]),
-    weighting=st.sampled_from(["per_step", "minority_fixed"]),
+    # step_abs_sum, whose neutral decisions can stand in for a missing side, has its own in test_weighting_modes.py
+    weighting=st.sampled_from(["per_step", "minority_fixed", "fixed_pos", "fixed_neg", "abs_sum"]),
     lam=st.floats(0.0, 10.0),
 )
 def test_properties_over_random_label_patterns(data, grouping, weighting, lam):

@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"lam": "big"}, "algorithm.arew.lam"),
         ({"lam": float("nan")}, "algorithm.arew.lam"),
         ({"weighting": "tokens"}, "algorithm.arew.weighting"),
+        ({"negatives": "middle"}, "algorithm.arew.negatives"),
+        ({"weighting": "step_abs_sum", "negatives": 1}, "algorithm.arew.negatives"),
+        ({"weighting": "abs_sum", "negatives": "prefix"}, "algorithm.arew.negatives"),
+        ({"negatives": "suffix"}, "algorithm.arew.negatives"),
         ({"noise": {"flip_prob": 1.5}}, "algorithm.arew.noise.flip_prob"),
         ({"noise": {"flips": 0.1}}, "algorithm.arew.noise.flips"),
         ({"window": {"fill": 2}}, "algorithm.arew.window.fill"),
@@ -42,3 +46,18 @@ def test_yaml_defaults_equal_code_defaults():
 def test_separate_lambdas():
     config = parse_config({"grouping": "separate", "lam": 0.5, "lam_bt": 2.0})
     assert config.channel_lambdas() == (0.5, 2.0)
+
+
+@pytest.mark.parametrize("weighting", ["per_step", "minority_fixed", "fixed_pos", "fixed_neg", "abs_sum", "step_abs_sum"])
+def test_every_weighting_parses(weighting):
+    assert parse_config({"weighting": weighting}).weighting == weighting
+
+
+@pytest.mark.parametrize("negatives", ["full", "prefix", "suffix"])
+def test_step_abs_sum_takes_every_negatives_option(negatives):
+    config = parse_config({"weighting": "step_abs_sum", "negatives": negatives})
+    assert (config.weighting, config.negatives) == ("step_abs_sum", negatives)
+
+
+def test_full_negatives_suit_every_weighting():
+    assert parse_config({"weighting": "abs_sum", "negatives": "full"}).negatives == "full"

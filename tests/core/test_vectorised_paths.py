@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
 from arew.core.coefficients import decision_coefficients, model_mask_of, model_token_counts, paint_spans, span_totals
+from arew.core.config import WEIGHTINGS
 from arew.core.records import CHANNELS
 from arew.core.stats import critique_stats
 from arew.core.transforms import transform_labels
@@ -46,12 +47,17 @@ def _reference_reweight(base, per_decision, segments, mask):
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=batches(), dtype=st.sampled_from([torch.float32, torch.float64]), lam=st.sampled_from([0.37, 1 / 3, 1e-9, 7.0]))
-def test_reweighting_matches_a_per_token_loop_exactly(data, dtype, lam):
+@given(
+    data=batches(),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+    lam=st.sampled_from([0.37, 1 / 3, 1e-9, 7.0]),
+    weighting=st.sampled_from(WEIGHTINGS),
+)
+def test_reweighting_matches_a_per_token_loop_exactly(data, dtype, lam, weighting):
     segments, mask = data
-    config = parse_config({"grouping": "separate", "lam_as": lam, "lam_bt": 1 / 7})
+    config = parse_config({"grouping": "separate", "weighting": weighting, "lam_as": lam, "lam_bt": 1 / 7})
     counts = model_token_counts(segments, (mask > 0).float())
-    coef = decision_coefficients(segments.label, segments, "separate", "per_step", config.channel_lambdas(), counts)
+    coef = decision_coefficients(segments.label, segments, "separate", weighting, config.channel_lambdas(), counts)
     base = torch.randn(mask.shape, dtype=dtype)
     expected = _reference_reweight(base, coef, segments, mask)
     out, _ = reweight_advantages(base.clone(), mask, segments, config, 0)
