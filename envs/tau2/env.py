@@ -25,10 +25,13 @@ Termination reasons: ``agent_stop``, ``customer_stop``, ``customer_transfer``,
 end: turns used up without a valid ``<answer>``, or a truncated episode; tau2's MAX_STEPS).
 
 **Which calls reach tau2.** A call is executed and recorded only if it parses, names one of
-the caller's tools, and gives every required argument and no unknown one. The last check is
-this project's: tau2 compares an expected action only on the arguments the call supplied, so
-``refuel_data`` with no arguments (an error at run time) would match the expected
-``refuel_data(...)``; such calls are rejected before they reach tau2. The customer's calls
+the caller's tools, gives every required argument and no unknown one, and its values have the
+parameters' types (tau2's own pydantic model of the tool; values are passed on unchanged).
+The last two checks are this project's: tau2 compares an expected action only on the
+arguments the call supplied, so ``refuel_data`` with no arguments (an error at run time) would
+match the expected ``refuel_data(...)``; and tau2's tools do not check types, so
+``set_apn_settings(apn_settings=true)`` stores a bool as the APN settings and every later
+device check crashes. Such calls are rejected before they reach tau2. The customer's calls
 pass the same checks. Calls that reach tau2 and fail (``ToolMessage.error``) are recorded, as
 tau2 records them.
 
@@ -366,7 +369,7 @@ class Tau2Env(ActiveReasoningEnv):
         spec = self._tools.get(request.name)
         if spec is None:
             return self._invalid(self._unknown_tool(request.name), "unknown_tool")
-        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted)
+        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted) or spec.type_error(request.arguments)
         if problem:
             return self._invalid(problem, "bad_arguments")
         before = self._state
@@ -416,7 +419,7 @@ class Tau2Env(ActiveReasoningEnv):
             return DeviceResult(f"Error: {str(name)[:64]!r} is not a tool of the phone", True)
         if not isinstance(arguments, dict):
             return DeviceResult("Error: the arguments must be an object", True)
-        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted)
+        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted) or spec.type_error(arguments)
         if problem:
             return DeviceResult(f"Error: {problem}", True)
         call = ToolCall(id=self._next_id(), name=spec.name, arguments=dict(arguments), requestor="user")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -85,6 +85,7 @@ class ToolSpec:
     params: tuple[tuple[str, str, bool, Any], ...]  # (name, type shown, required, default)
     summary: str  # the first sentence of tau2's description
     schema: dict[str, Any]  # the OpenAI function schema tau2 gives it
+    model: Any = field(default=None, compare=False, repr=False)  # tau2's pydantic model of the parameters
 
     @property
     def required(self) -> frozenset[str]:
@@ -93,6 +94,20 @@ class ToolSpec:
     @property
     def accepted(self) -> frozenset[str]:
         return frozenset(p[0] for p in self.params)
+
+    def type_error(self, arguments: dict[str, Any]) -> str | None:
+        """Why the arguments do not have the parameters' types (tau2 does not check; a wrong type can
+        corrupt the device state so that later checks crash), or None. Values are passed on unchanged."""
+        if self.model is None:
+            return None
+        try:
+            self.model.model_validate(arguments)
+        except Exception as error:  # noqa: BLE001 (pydantic's ValidationError, or anything odd)
+            details = getattr(error, "errors", None)
+            first = details()[0] if callable(details) else {}
+            where = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
+            return f"{self.name}: argument {where} has the wrong type ({first.get('msg', 'invalid')})"
+        return None
 
 
 def _type_text(prop: dict[str, Any], defs: dict[str, Any]) -> str:
@@ -138,6 +153,7 @@ def _specs(toolkit: Any, side: str) -> dict[str, ToolSpec]:
             params=params,
             summary=_first_sentence(tool.short_desc or name),
             schema=tool.openai_schema,
+            model=tool.params,
         )
     return out
 
