@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-TASKS = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard")
+TASKS = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard", "tau2-solo", "tau2-dual")
+# tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
+# vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
+PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
 ALGOS = ("grpo", "gspo", "ppo")
 VARIANTS = ("vanilla", "as_only", "as_bt")
 
@@ -76,12 +79,13 @@ class SmokeRun:
         return self.folder / "main_ppo.log"
 
 
-def tiny_model(folder: Path) -> Path:
-    """The offline tiny Qwen2 and its tokenizer as a Hugging Face folder (built once)."""
+def tiny_model(folder: Path, prompt_text: tuple[str, ...] = (), vocab_size: int = 600) -> Path:
+    """The offline tiny Qwen2 and its tokenizer as a Hugging Face folder (built once); the
+    tokenizer's corpus adds ``prompt_text``."""
     from arew.tiny_models import build_chat_tokenizer, build_tiny_model
 
     if not (folder / "config.json").exists():
-        tokenizer = build_chat_tokenizer()
+        tokenizer = build_chat_tokenizer(prompt_text, vocab_size=vocab_size)
         build_tiny_model(tokenizer).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
     return folder
@@ -92,6 +96,19 @@ def prepare_data(task: str, data_dir: Path, source: str | None) -> None:
 
     if not (data_dir / task / "train.parquet").exists():
         prepare_task(task, data_dir / task, n_train=32, n_val=4, n_test=4, seed=0, source=source)
+
+
+def prompt_text(task: str, data_dir: Path) -> tuple[str, ...]:
+    """The messages of the task's first training prompt, for a tokenizer trained on them."""
+    from envs.rows import read_rows
+
+    return tuple(message["content"] for message in read_rows(data_dir / task / "train.parquet")[0]["prompt"])
+
+
+def _tiny_model_for(task: str, folder: Path, data_dir: Path) -> Path:
+    if task not in PROMPT_TRAINED_TOKENIZER:
+        return tiny_model(folder)
+    return tiny_model(folder, prompt_text(task, data_dir), PROMPT_TRAINED_TOKENIZER[task])
 
 
 def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
@@ -138,9 +155,9 @@ def run(
     folder.mkdir(parents=True, exist_ok=True)
     if not CONFIG_DIR.is_dir():
         raise FileNotFoundError(f"arew smoke needs the project's configs/ folder next to the package (install with pip install -e .); not found: {CONFIG_DIR}")
-    model_dir = Path(model).resolve() if model else tiny_model(folder / "model")
     data_dir = folder / "data"
     prepare_data(task, data_dir, source)
+    model_dir = Path(model).resolve() if model else _tiny_model_for(task, folder / "model", data_dir)
     env = {
         **os.environ,
         "VERL_PLATFORM": "cpu",

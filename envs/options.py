@@ -20,8 +20,11 @@ class Option:
     choices: tuple = ()
     low: float | None = None
     high: float | None = None
+    nullable: bool = False  # None is allowed (the task's own default)
 
     def check(self, key: str, value: Any) -> None:
+        if value is None and self.nullable:
+            return
         kind_ok = {
             bool: isinstance(value, bool),
             int: isinstance(value, int) and not isinstance(value, bool),

@@ -175,7 +175,7 @@ class Tau2Env(ActiveReasoningEnv):
     TAKES_USER_OPTIONS = False
     OPTIONS = {
         "reward": Option(str, "official (tau2's), fractional (mean of checks met), auto (the row's: train fractional, else official)", choices=REWARDS),
-        "max_turns": Option(int, "action turns before the final <answer> (default: solo 30, dual 22)", low=1, high=200),
+        "max_turns": Option(int, "action turns before the final <answer> (null: solo 30, dual 22)", low=1, high=200, nullable=True),
         "tool_output_chars": Option(int, "tool output shown to the agent is cut after this many characters", low=50),
         "critique_invalid": Option(bool, "-1 for a malformed call, an unknown tool, bad argument names or an invalid message"),
         "critique_tool_error": Option(bool, "-1 for a call the tool rejected (ToolMessage.error)"),

@@ -34,6 +34,10 @@ def test_declared_defaults_pass_and_come_from_the_constructor(task):
         ("mediq", {"cf_as_max_overlap": 1.5}, f"{PREFIX}.cf_as_max_overlap: must lie in"),
         ("flodial-hard", {"bt_saturation": 1}, f"{PREFIX}.bt_saturation: expected a bool"),
         ("flodial-easy", {"user": "human"}, f"{PREFIX}.user: must be one of"),
+        ("tau2-solo", {"max_turns": 0}, f"{PREFIX}.max_turns: must lie in"),
+        ("tau2-solo", {"reward": "partial"}, f"{PREFIX}.reward: must be one of"),
+        ("tau2-solo", {"user_timeout": 5}, f"{PREFIX}.user_timeout: not an option of Tau2Env"),  # the customer's are customer_*
+        ("tau2-dual", {"critique_repeat": 1}, f"{PREFIX}.critique_repeat: expected a bool"),
     ],
 )
 def test_invalid_options_name_their_key(task, options, message):
