@@ -16,9 +16,13 @@ task is ever in train):
 - ``full``: train = every task of tau2's ``full`` set (2285) not in the test split (2245),
   validation = test = tau2's ``test`` split.
 
-Caps: ``n_train``, ``n_val``, ``n_test`` (None = all) keep a seeded sample of that many
-tasks of the split, in the split's own order; validation and test with the same cap are the
-same tasks. Each row's ``seed`` is drawn from ``(seed, split, index)``.
+Sizes: ``n_val`` and ``n_test`` (None = all) keep a seeded sample of at most that many tasks
+of the split, in the split's own order; validation and test with the same cap are the same
+tasks. ``n_train`` below the split's size samples it the same way; above it, the split's tasks
+are cycled (each pass in a fresh seeded order) until there are ``n_train`` rows, so that the
+paper's batch sizes (256) fit a 74-task split: verl drops an incomplete last batch, and a
+dataset smaller than one batch would train nothing. Each row's ``seed`` is drawn from
+``(seed, split, index)``, so the repeats of a task are different episodes.
 
 Rows: ``extra_info = {task, task_id, task_json, task_set, split, index, seed, reward}`` where
 ``reward`` is ``fractional`` in train and ``official`` in validation and test (what
@@ -71,12 +75,19 @@ def split_ids(task_set: str, named: dict[str, list[str]]) -> dict[str, list[str]
 
 
 def _cap(ids: list[str], n: int | None, seed: int) -> list[str]:
-    if n is None or n >= len(ids):
+    if n is None or n == len(ids):
         return list(ids)
     if n < 0:
         raise ValueError(f"split sizes must be >= 0, got {n}")
-    keep = np.sort(np.random.default_rng(seed).permutation(len(ids))[:n])
+    keep = np.sort(np.random.default_rng(seed).permutation(len(ids))[: min(n, len(ids))])
     return [ids[k] for k in keep]
+
+
+def _cycle(ids: list[str], n: int, seed: int) -> list[str]:
+    """``n`` task ids: whole passes over ``ids``, each in its own seeded order, the last one cut."""
+    rng = np.random.default_rng(seed)
+    passes = -(-n // len(ids))
+    return [ids[k] for _ in range(passes) for k in rng.permutation(len(ids))][:n]
 
 
 def build_splits(
@@ -95,7 +106,11 @@ def build_splits(
     caps = {"train": n_train, "validation": n_val, "test": n_test}
     out: dict[str, list[dict[str, Any]]] = {}
     for code, split in enumerate(SPLITS):
-        chosen = _cap(ids[split], caps[split], seed + (0 if split == "train" else 1))
+        cap = caps[split]
+        if split == "train" and cap is not None and cap > len(ids[split]) > 0:
+            chosen = _cycle(ids[split], cap, seed)
+        else:
+            chosen = _cap(ids[split], cap, seed + (0 if split == "train" else 1))
         out[split] = [
             {
                 "task": task_name,

@@ -47,3 +47,17 @@ def test_parquet_round_trip_rebuilds_identical_episodes(tmp_path, telecom, scrip
     info = dual["train"][0]["extra_info"]
     env = Tau2Env.from_row(info, info["seed"], customer=scripted())
     assert env.initial_messages() == dual["train"][0]["prompt"] and not env.solo
+
+
+def test_a_large_train_size_cycles_the_tasks_into_distinct_episodes():
+    """verl drops an incomplete batch: 256-row batches need more rows than tau2's 74 training tasks."""
+    from envs.tau2.tasks import build_splits
+
+    splits = build_splits("tau2-solo", n_train=200, n_val=100, seed=4)
+    train = splits["train"]
+    ids = [row["task_id"] for row in train]
+    assert len(train) == 200 and len(splits["validation"]) == 40  # caps never repeat validation tasks
+    assert sorted(ids[:74]) == sorted(set(ids)) and len(set(ids)) == 74  # whole passes first
+    assert ids[:74] != ids[74:148]  # each pass in its own order
+    assert len({row["seed"] for row in train}) == 200 and [row["index"] for row in train] == list(range(200))
+    assert build_splits("tau2-solo", n_train=200, seed=4)["train"] == train
