@@ -259,6 +259,39 @@ def test_failing_episodes_and_a_hung_user_server_cost_no_step(runs_dir, mediq_so
     assert "Traceback" in log
 
 
+def _scripted_for(task: str, folder: Path, reply: str) -> Path:
+    """A model that writes ``reply`` every turn, its tokenizer trained on the task's prompt (as arew smoke's tiny model is)."""
+    smoke.prepare_data(task, folder / "data", None)
+    corpus = [*smoke.prompt_text(task, folder / "data"), *[reply] * 50]
+    tokenizer = build_chat_tokenizer(extra_text=corpus, vocab_size=smoke.PROMPT_TRAINED_TOKENIZER[task])
+    build_scripted_model(tokenizer, reply).save_pretrained(folder / "scripted")
+    tokenizer.save_pretrained(folder / "scripted")
+    return folder / "scripted"
+
+
+TAU2_SIZES = ("arew_agent.max_tokens_per_turn=48", "data.max_response_length=1024", "algorithm.arew.noise.neg_to_pos_prob=0.0")
+
+
+def test_tau2_solo_trains_on_the_telecom_environment(runs_dir):
+    """tau2-solo through the real trainer: every turn toggles roaming (an expected action of 14 of the 32
+    training tasks: +1 there), toggles it back (0) and then repeats a call from a state seen before (-1), so
+    the critiques have both signs without noise; tau2's tools run and the reward comes from the environment.
+    (A bigram model can only write a reply without a token repeated before its end: one underscore, no arguments.)"""
+    folder = runs_dir / "tau2-solo"
+    model = _scripted_for("tau2-solo", folder, '<interact> {"name": "toggle_roaming"}</interact>')
+    result = _run(folder, *TAU2_SIZES, task="tau2-solo", model=model)
+    assert [s["step"] for s in result.steps] == [1, 2]
+    for step in result.steps:
+        assert step["episode/proxy_tool_calls/mean"] > 2 and step["episode/proxy_tool_errors/mean"] == 0
+        # the budget runs out first: asked for its final answer, the model calls the tool again (invalid as an answer)
+        assert step["episode/forced_answer/mean"] == 1 and step["episode/proxy_invalid/mean"] == 1
+        assert step["episode/proxy_repeats/mean"] > 0
+        assert step["arew/as/neg"] > 0 and step["arew/bt/pos"] + step["arew/bt/neg"] == 0 and step["actor/grad_norm"] > 0
+        assert step["episode/proxy_ended_max_turns/mean"] + step["episode/proxy_ended_agent_stop/mean"] == 1.0
+    assert sum(step["episode/proxy_expected_actions_matched/mean"] for step in result.steps) > 0
+    assert sum(step["arew/both_signs_frac"] for step in result.steps) > 0
+
+
 def test_smoke_summary_reports_each_step(grpo):
     text = smoke.summary(grpo)
     assert text.startswith("arew smoke: 2 training steps")
