@@ -27,6 +27,8 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
 from arew.episodes.failures import FAILURE_REASONS
+from arew.serving.spec import SECTION as USER_SERVICE_SECTION
+from arew.serving.spec import ServiceSettings, check_batch_layout
 from arew.verl_plugin.agent_loop import (
     AGENT_NAME,
     EPISODE_INFO_KEY,
@@ -54,6 +56,9 @@ def validate_arew_setup(config) -> None:
         settings.check_budget(rollout.response_length)
     rollout_gpus = rollout.tensor_model_parallel_size * rollout.get("data_parallel_size", 1)
     gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    actor = config.actor_rollout_ref.actor
+    check_batch_layout(config.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n, gpus, actor.get("use_dynamic_bsz", False))
+    ServiceSettings.from_config(config.get(USER_SERVICE_SECTION))
     if rollout_gpus > gpus:
         raise ValueError(
             f"actor_rollout_ref.rollout.tensor_model_parallel_size: {rollout.tensor_model_parallel_size} GPUs per rollout "
@@ -146,7 +151,32 @@ class AReWTrainer(PPOTrainerSync):
         require_cpu_backend()
         validate_arew_setup(config)
         wandb_offline_without_credentials(config)
-        super().__init__(config)
+        from arew.serving.ray_service import start_user_service  # before verl reserves GPUs: see its docstring
+
+        self.user_service = start_user_service(config)  # None unless arew_user_service.mode=ray and an LLM user
+        try:
+            super().__init__(config)
+        except BaseException:
+            self._stop_user_service()
+            raise
+
+    def _stop_user_service(self) -> None:
+        service = getattr(self, "user_service", None)
+        if service is not None:
+            service.stop()
+
+    def init(self):
+        try:
+            return super().init()
+        except BaseException:
+            self._stop_user_service()
+            raise
+
+    def fit(self, agent_loop_manager):
+        try:
+            return super().fit(agent_loop_manager)
+        finally:
+            self._stop_user_service()
 
     def _build_replay_buffer(self):
         # verl keys replay-buffer, checkpoint and refill behaviour on the literal "sync" mode.
@@ -169,6 +199,8 @@ class AReWTrainer(PPOTrainerSync):
         failures = [ef.get(FAILURE_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
         real = [failure for failure, pad in zip(failures, padding) if not pad]
         metrics.update(failure_metrics(real))
+        if getattr(self, "user_service", None) is not None:
+            metrics.update(self.user_service.metrics())
         check_failed_share(real, AgentLoopSettings.from_config(self.config.get("arew_agent")).max_failed_share)
         records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
         metrics.update(episode_metrics(extra_fields))
