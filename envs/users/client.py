@@ -18,9 +18,13 @@ Each :meth:`ChatCompletionClient.complete` is one POST to ``{url}/chat/completio
   attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
   the same request gives the same garbage);
 - a reply without text at ``choices[0].message.content`` is a parse failure
-  (:func:`envs.parsing.chat_completion_text`); ``finish_reason``, the stop that ended the
-  text (vLLM's ``stop_reason``, SGLang's ``matched_stop``) and the ``usage`` token counts are
-  read where present (:class:`ChatReply`).
+  (:func:`envs.parsing.chat_completion_text`), except that a request offering ``tools``
+  (passed, like ``tool_choice``, in ``sampling``) also accepts a reply whose content is null
+  but which makes tool calls (:func:`envs.parsing.chat_completion_message`; they land in
+  :attr:`ChatReply.tool_calls`, one malformed call being marked there, not failing the
+  reply); ``finish_reason``, the stop that ended the text (vLLM's ``stop_reason``,
+  SGLang's ``matched_stop``) and the ``usage`` token counts are read where present
+  (:class:`ChatReply`).
 
 A request that yields no reply raises :class:`RequestFailed` with the reason. Each event adds 1 to
 the counter of that name (:data:`COUNTERS`) on every object in the client's ``counters``.
@@ -41,7 +45,7 @@ try:
 except ImportError:  # only the HTTP clients need it; the offline user and the tasks do not
     aiohttp = None
 
-from envs.parsing import chat_completion_text
+from envs.parsing import ToolCallRequest, chat_completion_message, chat_completion_text
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 COUNTERS = ("requests", "retries", "timeouts", "connection_errors", "http_errors", "short_circuits", "parse_failures")
@@ -181,6 +185,9 @@ class ChatReply:
     stop_reported: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # the reply's tool calls (only when the request offered tools): id, name, decoded arguments
+    # (None, with the reason in ``error``, for a call whose arguments are not a JSON object)
+    tool_calls: tuple[ToolCallRequest, ...] = ()
 
 
 class RequestFailed(Exception):
@@ -206,14 +213,16 @@ class ChatCompletionClient:
         for stats in self.counters:
             setattr(stats, name, getattr(stats, name) + 1)
 
-    async def complete(self, messages: list[dict[str, str]], **sampling: Any) -> ChatReply:
-        """The reply to ``messages``; ``sampling`` (temperature, max_tokens, stop...) joins the request
-        body as it is. Raises :class:`RequestFailed` when none came."""
+    async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatReply:
+        """The reply to ``messages``; ``sampling`` (temperature, max_tokens, stop, tools, tool_choice...)
+        joins the request body as it is. With a non-empty ``tools``, a reply of tool calls without
+        text is a reply (``text`` ""). Raises :class:`RequestFailed` when none came."""
         cfg = self.config
         payload = {"model": cfg.model, "messages": messages, **sampling}
         headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         semaphore = shared_semaphore(cfg.endpoint, cfg.concurrency)
         breaker = shared_breaker(cfg)
+        tools_offered = bool(sampling.get("tools"))
         reason = "no attempt was made"
         for attempt in range(cfg.max_retries + 1):
             if attempt:
@@ -234,10 +243,12 @@ class ChatCompletionClient:
                 breaker.record(server_answered=True)
                 raise
             breaker.record(server_answered=True)
-            parsed = chat_completion_text(body)
+            parsed = chat_completion_message(body) if tools_offered else chat_completion_text(body)
             if not parsed.ok:
                 self._count("parse_failures")
                 raise _GiveUp(f"malformed response: {parsed.error}")
+            if tools_offered:
+                return _reply(body, parsed.value.text, parsed.value.tool_calls)
             return _reply(body, parsed.value)
         raise _Retry(f"{cfg.max_retries + 1} attempts failed, last: {reason}")
 
@@ -301,7 +312,7 @@ class ChatCompletionClient:
             return None
 
 
-def _reply(body: dict[str, Any], text: str) -> ChatReply:
+def _reply(body: dict[str, Any], text: str, tool_calls: tuple[ToolCallRequest, ...] = ()) -> ChatReply:
     """The metadata beside the text; what is absent or of the wrong type reads as unknown (None)."""
     choice = body["choices"][0]
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
@@ -315,6 +326,7 @@ def _reply(body: dict[str, Any], text: str) -> ChatReply:
         stop_reported=stop_key is not None,
         prompt_tokens=_token_count(usage.get("prompt_tokens")),
         completion_tokens=_token_count(usage.get("completion_tokens")),
+        tool_calls=tuple(tool_calls),
     )
 
 
