@@ -7,6 +7,10 @@
 # the port in $PORT and the model in $MODEL). The server keeps running in the background;
 # its log and PID are in ${AREW_RUN_DIR:-runs}/user_server/. The last line printed is the base
 # URL to put in AREW_USER_URL (recipes/train.sh does this itself).
+# Tool calling (the tau2-dual customer operates the phone through OpenAI tool calls with
+# tool_choice="auto"): vLLM runs with --enable-auto-tool-choice --tool-call-parser
+# ${AREW_USER_TOOL_PARSER:-hermes} (hermes suits Qwen2.5; e.g. llama3_json for Llama 3.x);
+# AREW_USER_TOOL_PARSER=none leaves tool calling off (MediQ and FloDial do not need it).
 set -euo pipefail
 gpus=${1:-7}
 port=${2:-8000}
@@ -14,7 +18,12 @@ export PORT=$port MODEL=${AREW_USER_MODEL:-Qwen/Qwen2.5-14B-Instruct}
 tp=$(awk -F, '{print NF}' <<<"$gpus")
 run_dir=${AREW_RUN_DIR:-runs}/user_server
 mkdir -p "$run_dir"
-default_cmd='vllm serve "$MODEL" --served-model-name "$MODEL" --port "$PORT" --tensor-parallel-size '"$tp"' --gpu-memory-utilization 0.9 --max-model-len 8192'
+tool_parser=${AREW_USER_TOOL_PARSER:-hermes}
+tool_flags=""
+if [ "$tool_parser" != none ]; then
+  tool_flags=" --enable-auto-tool-choice --tool-call-parser $tool_parser"
+fi
+default_cmd='vllm serve "$MODEL" --served-model-name "$MODEL" --port "$PORT" --tensor-parallel-size '"$tp"' --gpu-memory-utilization 0.9 --max-model-len 8192'"$tool_flags"
 CUDA_VISIBLE_DEVICES=$gpus nohup bash -c "exec ${AREW_USER_SERVER_CMD:-$default_cmd}" >"$run_dir/server.log" 2>&1 &
 pid=$!
 echo "$pid" >"$run_dir/server.pid"
