@@ -47,6 +47,11 @@ SMOKE_OVERRIDES = (
     # a random model scores 0: false positives give critiques of both signs, so AReW has something to reweight
     "algorithm.arew.noise.neg_to_pos_prob=0.5",
 )
+# --cluster (e.g. as a Ray job's command): join the running cluster (RAY_ADDRESS) instead of starting
+# one; Ray refuses num_cpus/num_gpus from a driver that joins, and the cluster's workers get their
+# environment from the runtime env, not from this process (which then also takes the job's).
+CLUSTER_OVERRIDES = ("ray_kwargs.ray_init.num_cpus=null", "ray_kwargs.ray_init.num_gpus=null")
+CLUSTER_ENV = ("VERL_PLATFORM", "HF_HUB_OFFLINE", "AREW_DATA_DIR", "VERL_FILE_LOGGER_PATH")
 TIMING_KEYS = {
     "generation": "timing_s/gen",
     "old log-prob": "timing_s/old_log_prob",
@@ -149,6 +154,7 @@ def run(
     source: str | None = None,
     timeout: float | None = None,
     echo: bool = False,
+    cluster: bool = False,
 ) -> SmokeRun:
     """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log)."""
     folder = Path(out).resolve()
@@ -165,6 +171,11 @@ def run(
         "AREW_DATA_DIR": str(data_dir),
         "VERL_FILE_LOGGER_PATH": str(folder / "metrics.jsonl"),
     }
+    if cluster:
+        env["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
+        # quoted: Ray wants strings, and Hydra would read 1 as an int
+        forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in CLUSTER_ENV]
+        overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
     argv = command(task, algo, variant, model_dir, folder, steps, list(overrides))
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")
     (folder / "metrics.jsonl").unlink(missing_ok=True)
@@ -223,13 +234,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="Hugging Face model folder (default: a tiny random Qwen2 built offline)")
     parser.add_argument("--source", default=None, help="raw data for mediq / flodial-* (as for arew prepare)")
     parser.add_argument("--quiet", action="store_true", help="do not echo verl's output")
+    parser.add_argument("--cluster", action="store_true", help="join the running Ray cluster at RAY_ADDRESS (a Ray job's command) instead of starting one")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. algorithm.arew.lam=0.5")
 
 
 def main(args: argparse.Namespace) -> None:
     if args.steps < 1:
         raise SystemExit("--steps must be at least 1")
-    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet)
+    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster)
     print(summary(result))
     if result.returncode != 0 or len(result.steps) < args.steps:
         print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)

@@ -188,7 +188,7 @@ class UserServerActor:
         self.url: str | None = None
 
     def start(self) -> str:
-        host = ray.util.get_node_ip_address()
+        host = getattr(ray._private.worker.global_worker, "node_ip_address", None) or ray.util.get_node_ip_address()  # the node's Ray address
         port = free_port()
         env = {**os.environ, "PORT": str(port), "MODEL": self.model, "TP": str(self.settings.tensor_parallel_size), "HOST": host}
         log_path = Path(self.log_dir) / f"replica{self.replica}-{port}.log"
@@ -293,6 +293,11 @@ def start_user_service(config) -> UserService | None:
         logger.warning("%s.mode=ray, but arew_agent.env_options ask for no LLM user: no server started", SECTION)
         return None
     url_key, model_key = keys
+    if settings.replicas > 1:
+        raise ValueError(
+            f"{SECTION}.replicas: {settings.replicas}, but the user's client takes one URL (envs/users/client.py has no "
+            "round-robin over replicas yet); serve with one replica (tensor_parallel_size for a larger model)"
+        )
     model = settings.model or env_options.get(model_key)
     if not model:
         raise ValueError(f"{SECTION}.model: no model to serve (arew_agent.env_options.{model_key} is empty too)")

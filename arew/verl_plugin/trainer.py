@@ -9,6 +9,8 @@ statistics join the step metrics under ``arew/``. Failed episodes (see the failu
 statistics; failures are counted per reason, and the step fails when their share exceeds
 ``arew_agent.max_failed_share``. Everything else, including the replay
 buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
+With ``arew_user_service.mode=ray`` the constructor first starts the simulated user's server in
+the Ray cluster and ``fit`` stops it (:mod:`arew.serving.ray_service` says why the hook is here).
 """
 
 from __future__ import annotations

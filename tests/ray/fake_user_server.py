@@ -1,7 +1,7 @@
 """A stand-in for the simulated user's OpenAI-compatible server (aiohttp, no model, no GPU).
 
 Run as the user service's command: it listens on ``$HOST:$PORT`` (127.0.0.1 when HOST is unset),
-answers ``GET /health`` and ``POST /v1/chat/completions`` with a fixed patient reply, and, when
+answers ``GET /health`` and ``POST /v1/chat/completions`` with a fixed MediQ patient reply, and, when
 ``FAKE_USER_DIR`` is set, writes its pid to ``pids`` and one line per chat request to
 ``requests`` in that folder, so that tests can tell it was used and that it was stopped.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-REPLY = "I do not know."
+REPLY = "FACTS: NONE"  # the MediQ patient prompt's answer format (envs/users/prompts.py): no fact answers it
 
 
 def _append(name: str, text: str) -> None:
