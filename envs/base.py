@@ -76,6 +76,11 @@ class ActiveReasoningEnv(abc.ABC):
     TAKES_USER_OPTIONS: ClassVar[bool] = False
 
     @classmethod
+    def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
+        """Start-up checks beyond each declared option's type and range (settings that hold together,
+        like a client's); raise ValueError naming ``prefix.key``. None by default."""
+
+    @classmethod
     @abc.abstractmethod
     def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> ActiveReasoningEnv:
         """Rebuild the episode from a dataset row's ``extra_info``; deterministic in ``seed``."""

@@ -55,6 +55,7 @@ def check_env_options(task_name: str, options: dict[str, Any], prefix: str = "ar
     """At start-up: every option is one the task declares (or a user option, for tasks with a user) and valid."""
     task_class = env_class(task_name)
     check_options(task_class, options, prefix, USER_OPTIONS if task_class.TAKES_USER_OPTIONS else ())
+    task_class.check_option_values(options, prefix)
     if task_class.TAKES_USER_OPTIONS:
         user_options, _ = split_user_options(options)
         try:

@@ -11,6 +11,8 @@
 # tool_choice="auto"): vLLM runs with --enable-auto-tool-choice --tool-call-parser
 # ${AREW_USER_TOOL_PARSER:-hermes} (hermes suits Qwen2.5; e.g. llama3_json for Llama 3.x);
 # AREW_USER_TOOL_PARSER=none leaves tool calling off (MediQ and FloDial do not need it).
+# AREW_USER_MAX_MODEL_LEN (default 16384): the customer's prompt and 30 tool schemas take about 4k
+# tokens before a 22-turn conversation starts.
 set -euo pipefail
 gpus=${1:-7}
 port=${2:-8000}
@@ -23,7 +25,7 @@ tool_flags=""
 if [ "$tool_parser" != none ]; then
   tool_flags=" --enable-auto-tool-choice --tool-call-parser $tool_parser"
 fi
-default_cmd='vllm serve "$MODEL" --served-model-name "$MODEL" --port "$PORT" --tensor-parallel-size '"$tp"' --gpu-memory-utilization 0.9 --max-model-len 8192'"$tool_flags"
+default_cmd='vllm serve "$MODEL" --served-model-name "$MODEL" --port "$PORT" --tensor-parallel-size '"$tp"' --gpu-memory-utilization 0.9 --max-model-len '"${AREW_USER_MAX_MODEL_LEN:-16384}""$tool_flags"
 CUDA_VISIBLE_DEVICES=$gpus nohup bash -c "exec ${AREW_USER_SERVER_CMD:-$default_cmd}" >"$run_dir/server.log" 2>&1 &
 pid=$!
 echo "$pid" >"$run_dir/server.pid"

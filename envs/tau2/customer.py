@@ -851,7 +851,7 @@ def _option(name: str) -> Option:
     default = LLMCustomerConfig.__dataclass_fields__[name].default
     kind = str if default is None or isinstance(default, str) else type(default)
     choices = FALLBACKS if name == "fallback" else ()
-    return Option(kind, _DOCS.get(name, name), choices=choices, low=_LOW.get(name, 1 if kind is int else None))
+    return Option(kind, _DOCS.get(name, name), choices=choices, low=_LOW.get(name, 1 if kind is int else None), nullable=default is None)
 
 
 CUSTOMER_OPTIONS: dict[str, Option] = {
@@ -871,8 +871,6 @@ def _coerce(name: str, value: Any) -> Any:
 
 def _check(options: dict[str, Any], label) -> LLMCustomerConfig:
     for key, value in options.items():
-        if key == "customer_api_key" and value is None:
-            continue
         CUSTOMER_OPTIONS[key].check(label(key), value)
     llm = {k[len("customer_") :]: _coerce(k[len("customer_") :], v) for k, v in options.items() if k != "customer"}
     try:

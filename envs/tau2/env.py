@@ -83,12 +83,12 @@ done by the customer, so a low ``user_repairs_share`` next to a high
 ``assistant_repairs_share`` is the self-locking sign of an agent that does not get the
 customer to act), their ``*_share``, ``assertions_met_share``, ``turns``,
 ``reward_official``, ``reward_fractional``, ``reward`` (the one chosen; the driver does not
-log this key) and the termination one-hot ``ended_<reason>``.
+log this key), the termination one-hot ``ended_<reason>`` and, in dual control, the customer's
+counters ``customer_*`` (calls, requests, fallbacks, tool calls, ...).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 import time
 from dataclasses import dataclass
@@ -100,30 +100,12 @@ from envs.base import ActiveReasoningEnv, Channel, StepResult
 from envs.options import Option
 from envs.tau2 import DUAL, SOLO, prompts
 from envs.tau2 import tools as tool_text
+from envs.tau2.customer import CUSTOMER_DEFAULTS, CUSTOMER_OPTIONS, DeviceResult, check_customer_options, make_customer
 from envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
 from tau2.data_model.simulation import SimulationRun, TerminationReason
 from tau2.data_model.tasks import RewardType
 from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
-
-try:
-    _customer = importlib.import_module("envs.tau2.customer")
-except ModuleNotFoundError as error:  # the customer module is optional until it lands
-    if error.name != "envs.tau2.customer":
-        raise
-    _customer = None
-
-CUSTOMER_OPTIONS: dict[str, Option] = dict(getattr(_customer, "CUSTOMER_OPTIONS", {}) or {})
-
-if _customer is not None and hasattr(_customer, "DeviceResult"):
-    DeviceResult = _customer.DeviceResult
-else:
-
-    @dataclass(frozen=True)
-    class DeviceResult:  # the shape of envs.tau2.customer.DeviceResult
-        content: str
-        error: bool
-
 
 MAX_TURNS = {SOLO: 30, DUAL: 22}
 STOP_TOKENS = {"###STOP###": "customer_stop", "###TRANSFER###": "customer_transfer", "###OUT-OF-SCOPE###": "customer_out_of_scope"}
@@ -201,7 +183,7 @@ class Tau2Env(ActiveReasoningEnv):
         critique_noop_write: bool = True,
         critique_expected_action: bool = True,
         critique_information: bool = True,
-        customer: Any = None,
+        customer: Any = "offline",
         **customer_options: Any,
     ):
         if mode not in ("solo", "dual"):
@@ -235,12 +217,8 @@ class Tau2Env(ActiveReasoningEnv):
         rt = runtime()
         self._tools: dict[str, ToolSpec] = rt.tools_for(self.solo)
         self.customer = None
-        if not self.solo:
-            if customer is None:
-                if _customer is None:
-                    raise RuntimeError("tau2-dual needs envs.tau2.customer (or a customer object)")
-                customer = _customer.make_customer(task, **customer_options)
-            self.customer = customer
+        if not self.solo:  # the customer option names a kind; tests may hand over a customer object instead
+            self.customer = make_customer(task, customer=customer, **customer_options) if isinstance(customer, str) else customer
         self.device = EpisodeDevice(self)
         self._started = time.perf_counter()
         self._start_time = datetime.now().isoformat()
@@ -269,6 +247,13 @@ class Tau2Env(ActiveReasoningEnv):
         )
 
     # ---- construction -------------------------------------------------------------------
+    # the customer options go to envs.tau2.customer, which holds their defaults
+    PASSED_ON_DEFAULTS = CUSTOMER_DEFAULTS
+
+    @classmethod
+    def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
+        check_customer_options(options, prefix)
+
     @classmethod
     def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> Tau2Env:
         name = extra_info.get("task", SOLO)
@@ -605,4 +590,7 @@ class Tau2Env(ActiveReasoningEnv):
         )
         for reason in TERMINATIONS:
             out[f"ended_{reason}"] = float(self.termination == reason)
+        stats = getattr(self.customer, "stats", None)  # the customer's requests, fallbacks, tool calls (dual control)
+        if stats is not None:
+            out.update({k: v for k, v in stats.as_dict("customer_").items() if k not in out})  # the episode's own count wins
         return out

@@ -12,8 +12,9 @@ PREFIX = "arew_agent.env_options"
 @pytest.mark.parametrize("task", TASKS)
 def test_declared_defaults_pass_and_come_from_the_constructor(task):
     task_class = env_class(task)
-    parameters = inspect.signature(task_class.__init__).parameters
-    values = {name: parameters[name].default for name in task_class.OPTIONS}  # KeyError: declared, not accepted
+    defaults = {name: p.default for name, p in inspect.signature(task_class.__init__).parameters.items()}
+    defaults.update(getattr(task_class, "PASSED_ON_DEFAULTS", {}))  # options a class hands to another component
+    values = {name: defaults[name] for name in task_class.OPTIONS}  # KeyError: declared, not accepted
     assert all(v is not inspect.Parameter.empty for v in values.values())
     check_env_options(task, values)
     check_env_options(task, {})
@@ -38,6 +39,8 @@ def test_declared_defaults_pass_and_come_from_the_constructor(task):
         ("tau2-solo", {"reward": "partial"}, f"{PREFIX}.reward: must be one of"),
         ("tau2-solo", {"user_timeout": 5}, f"{PREFIX}.user_timeout: not an option of Tau2Env"),  # the customer's are customer_*
         ("tau2-dual", {"critique_repeat": 1}, f"{PREFIX}.critique_repeat: expected a bool"),
+        ("tau2-dual", {"customer": "human"}, f"{PREFIX}.customer: must be one of"),
+        ("tau2-dual", {"customer_url": "localhost:8000"}, f"{PREFIX}.customer_url: must be an http"),
     ],
 )
 def test_invalid_options_name_their_key(task, options, message):

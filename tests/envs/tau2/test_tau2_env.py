@@ -311,3 +311,19 @@ def test_rows_rebuild_the_same_episode():
     assert Tau2Env.from_row(info, 0, reward="official").reward_kind == "official"
     steps = [call("check_status_bar"), call("toggle_airplane_mode"), "bad"]
     assert [run(a.act(s)).feedback for s in steps] == [run(b.act(s)).feedback for s in steps]
+
+
+def test_the_offline_customer_is_the_default_and_its_counters_reach_the_proxies():
+    import asyncio
+
+    from envs.registry import make_env
+    from envs.tau2.customer import OfflineCustomer
+    from envs.tau2.tasks import build_splits
+
+    info = build_splits("tau2-dual", n_train=1)["train"][0]
+    env = make_env("tau2-dual", info, info["seed"])
+    assert isinstance(env.customer, OfflineCustomer)
+    step = asyncio.run(env.act("<interact>Hello, how can I help you today?</interact>"))
+    assert step.feedback.startswith("Customer: ") and not step.done
+    proxies = env.proxies()
+    assert proxies["customer_calls"] == 1.0 and proxies["customer_fallbacks"] == 0.0 and proxies["messages"] == 1.0
