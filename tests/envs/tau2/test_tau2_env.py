@@ -327,3 +327,11 @@ def test_the_offline_customer_is_the_default_and_its_counters_reach_the_proxies(
     assert step.feedback.startswith("Customer: ") and not step.done
     proxies = env.proxies()
     assert proxies["customer_calls"] == 1.0 and proxies["customer_fallbacks"] == 0.0 and proxies["messages"] == 1.0
+
+
+def test_the_registry_imports_tau2_only_when_a_tau2_task_is_used():
+    code = (
+        "import sys, envs.registry as r; assert 'tau2' not in sys.modules and 'tau2-solo' in r.TASKS; "
+        "r.env_class('tau2-solo'); assert 'tau2' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(_root()))
