@@ -33,7 +33,7 @@ class ServiceSettings:
     tensor_parallel_size: int = 1
     replicas: int = 1
     command: str | None = None
-    extra_args: str = "--gpu-memory-utilization 0.9 --max-model-len 8192"
+    extra_args: str = "--gpu-memory-utilization 0.9 --max-model-len 8192 --enable-auto-tool-choice --tool-call-parser hermes"
     health_path: str = "/health"
     startup_timeout: float = 900.0
     max_restarts: int = 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -149,5 +150,5 @@ def test_mediq_with_the_user_server_as_a_ray_service(cluster, tmp_path, mediq_so
     pids = [int(p) for p in (fake_dir / "pids").read_text().split()]
     assert len(pids) == 1 and not _alive(pids[0])  # stopped at the end of the run
     log = (tmp_path / "run" / "main_ppo.log").read_text()
-    assert "arew_user_service: 1 replica(s) of Qwen/Qwen2.5-14B-Instruct healthy at http://127.0.0.1:" in log
+    assert re.search(r"arew_user_service: 1 replica\(s\) of Qwen/Qwen2.5-14B-Instruct healthy at http://[\d.]+:\d+/v1", log)
     assert "arew_user_service: user server stopped (1 replica(s))" in log

@@ -163,3 +163,57 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/status")
     return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def _train_sh_args(tmp_path, task, extra_env, mediq_source=None):
+    """recipes/train.sh with a stand-in python; the Hydra arguments it passed to verl."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    (fake_bin / "python").write_text('#!/usr/bin/env bash\necho "GPUS=${CUDA_VISIBLE_DEVICES:-unset} $@" > "$AREW_TEST_ARGS"\n')
+    (fake_bin / "python").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "AREW_DATA_DIR": str(tmp_path / "data"),
+           "AREW_TEST_ARGS": str(tmp_path / "args"), "AREW_PREPARE_ARGS": "--n-train 6 --n-val 2 --n-test 2", **extra_env}  # fmt: skip
+    for name in ("AREW_USER_URL", "AREW_USER_SERVICE", "CUDA_VISIBLE_DEVICES"):
+        if name not in extra_env:
+            env.pop(name, None)
+    if mediq_source:
+        env["AREW_MEDIQ_SOURCE"] = str(mediq_source)
+    result = subprocess.run(["bash", str(ROOT / "recipes" / "train.sh"), task, "grpo", "as_bt"], env=env, capture_output=True, text=True, timeout=300)
+    return result, (tmp_path / "args").read_text().split() if result.returncode == 0 else []
+
+
+def test_train_script_scales_pe_to_two_nodes(tmp_path):
+    result, args = _train_sh_args(tmp_path, "pe-g-s2", {"AREW_NNODES": "2"})
+    assert result.returncode == 0, result.stderr
+    for arg in ("GPUS=unset", "trainer.nnodes=2", "trainer.n_gpus_per_node=8", "data.train_batch_size=512", "actor_rollout_ref.actor.ppo_mini_batch_size=128"):
+        assert arg in args, arg
+
+
+def test_train_script_puts_the_user_server_on_ray_for_four_nodes(tmp_path, mediq_source):
+    result, args = _train_sh_args(tmp_path, "mediq", {"AREW_NNODES": "4"}, mediq_source)
+    assert result.returncode == 0, result.stderr
+    for arg in ("GPUS=unset", "arew_user_service.mode=ray", "arew_user_service.tensor_parallel_size=1", "trainer.nnodes=4",
+                "trainer.n_gpus_per_node=7", "data.train_batch_size=224", "actor_rollout_ref.actor.ppo_mini_batch_size=112"):  # fmt: skip
+        assert arg in args, arg
+    assert not (tmp_path / "runs").exists()  # no local user server
+
+
+def test_train_script_rejects_a_local_user_server_on_several_nodes(tmp_path, mediq_source):
+    result, _ = _train_sh_args(tmp_path, "mediq", {"AREW_NNODES": "2", "AREW_USER_SERVICE": "script"}, mediq_source)
+    assert result.returncode == 2 and "AREW_USER_SERVICE=ray or AREW_USER_URL" in result.stderr
+
+
+@pytest.mark.parametrize("nnodes, batch, mini", [(2, 252, 126), (4, 224, 112)])
+def test_multi_node_user_task_layouts_pass_the_start_up_checks(nnodes, batch, mini, tiny_model_dir):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = compose("recipe", overrides=["task=mediq", "algo=grpo", f"actor_rollout_ref.model.path={tiny_model_dir}", f"trainer.nnodes={nnodes}",
+                                           f"data.train_batch_size={batch}", f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}", "arew_user_service.mode=ray"])  # fmt: skip
+    validate_arew_setup(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def test_start_up_names_the_batch_key_that_does_not_split(tiny_model_dir):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = compose("recipe", overrides=["task=mediq", "algo=ppo", f"actor_rollout_ref.model.path={tiny_model_dir}", "trainer.nnodes=4"])
+    with pytest.raises(ValueError, match=r"actor_rollout_ref.actor.ppo_mini_batch_size: 126 .* 28 training GPUs; use a multiple of 28 \(e.g. 112\)"):
+        validate_arew_setup(cfg)
