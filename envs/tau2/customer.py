@@ -91,11 +91,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from envs.options import Option
 from envs.tau2 import customer_prompts as prompts
+from envs.users.base import UserStats
+from envs.users.base import count as add_count
 from envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
 
 logger = logging.getLogger(__name__)
@@ -136,41 +138,23 @@ class Customer(Protocol):
 
 
 @dataclass
-class CustomerStats:
-    """Counts of one customer (or of the process, :data:`PROCESS_STATS`).
+class CustomerStats(UserStats):
+    """A simulated user's counts (:class:`envs.users.base.UserStats`) and the customer's phone use:
+    ``tool_calls``: device calls made; ``tool_errors``: calls that failed (the device's error,
+    malformed arguments, unknown tool); ``tool_step_limits``: LLM replies cut off by
+    ``max_tool_steps``. Kept apart from the MediQ/FloDial users' process counts."""
 
-    ``calls``: replies given; ``requests``, ``retries``, ``timeouts``, ``connection_errors``,
-    ``http_errors``, ``short_circuits``: HTTP attempts and failures, as the client counts
-    them; ``parse_failures``: bodies or texts that could not be used; ``fallbacks``:
-    replies not taken from the LLM; ``tool_calls``: device calls made; ``tool_errors``:
-    calls that failed (the device's error, malformed arguments, unknown tool);
-    ``tool_step_limits``: LLM replies cut off by ``max_tool_steps``."""
-
-    calls: int = 0
-    requests: int = 0
-    retries: int = 0
-    fallbacks: int = 0
-    parse_failures: int = 0
-    timeouts: int = 0
-    connection_errors: int = 0
-    http_errors: int = 0
-    short_circuits: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
     tool_step_limits: int = 0
-
-    def as_dict(self, prefix: str = "") -> dict[str, float]:
-        return {prefix + key: float(value) for key, value in asdict(self).items()}
 
 
 PROCESS_STATS = CustomerStats()
 
 
 def count(stats: CustomerStats, name: str, n: int = 1) -> None:
-    """Add ``n`` to counter ``name`` of ``stats`` and of :data:`PROCESS_STATS`."""
-    setattr(stats, name, getattr(stats, name) + n)
-    if stats is not PROCESS_STATS:
-        setattr(PROCESS_STATS, name, getattr(PROCESS_STATS, name) + n)
+    """Add ``n`` to counter ``name`` of ``stats`` and of this module's :data:`PROCESS_STATS`."""
+    add_count(stats, name, n, process=PROCESS_STATS)
 
 
 def split_stop(text: Any) -> tuple[str, str | None]:

@@ -80,11 +80,11 @@ class UserStats:
 PROCESS_STATS = UserStats()
 
 
-def count(stats: UserStats, name: str, n: int = 1) -> None:
-    """Add ``n`` to counter ``name`` of ``stats`` and of :data:`PROCESS_STATS`."""
+def count(stats: UserStats, name: str, n: int = 1, process: UserStats = PROCESS_STATS) -> None:
+    """Add ``n`` to counter ``name`` of ``stats`` and of the process's counts (``process``)."""
     setattr(stats, name, getattr(stats, name) + n)
-    if stats is not PROCESS_STATS:
-        setattr(PROCESS_STATS, name, getattr(PROCESS_STATS, name) + n)
+    if stats is not process:
+        setattr(process, name, getattr(process, name) + n)
 
 
 class SimulatedUser(abc.ABC):
