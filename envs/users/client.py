@@ -1,18 +1,27 @@
-"""A client for one OpenAI-compatible chat-completions endpoint (vLLM, SGLang, hosted APIs) that
-never crashes or hangs its caller: the LLM simulated user (:mod:`envs.users.llm`) and ``arew
-eval``'s endpoint model both lean on it, so the robustness below is written once.
+"""A client for an OpenAI-compatible chat-completions endpoint (vLLM, SGLang, hosted APIs), or for
+several replicas of one, that never crashes or hangs its caller: the LLM simulated user
+(:mod:`envs.users.llm`), tau2-dual's customer and ``arew eval``'s endpoint model all lean on it,
+so the robustness below is written once.
 
-Each :meth:`ChatCompletionClient.complete` is one POST to ``{url}/chat/completions``:
+``url`` is one base URL, or several separated by commas (``http://a:8000/v1,http://b:8000/v1``:
+replicas serving the same model, as ``arew_user_service.replicas`` > 1 starts them). Each
+:meth:`ChatCompletionClient.complete` is one POST to ``{url}/chat/completions`` of one of them:
 
-- concurrency: one :class:`asyncio.Semaphore` per (event loop, endpoint) in the process,
-  shared by every client of that endpoint, sized by the first one that reaches it
-  (``concurrency``); the server batches whatever is in flight; one HTTP session per (event
-  loop, endpoint) keeps connections open between requests (:func:`shared_session`);
+- replicas: each attempt goes to the replica with the fewest of this process's requests
+  assigned to it, ties broken round-robin (so one caller's requests alternate), skipping
+  replicas whose circuit is open and, on a retry, preferring one this request has not tried:
+  a dead replica costs the requests in flight on it one retry on a healthy one;
+- concurrency: one :class:`asyncio.Semaphore` per (event loop, endpoint set) in the process,
+  shared by every client of that set, whichever replica each request goes to, sized by the
+  first one that reaches it (``concurrency``); the servers batch whatever is in flight; one
+  HTTP session per (event loop, replica) keeps connections open between requests
+  (:func:`shared_session`);
 - ``timeout`` seconds per attempt, the wait for a concurrency slot included; a body longer
   than ``max_response_bytes`` is abandoned while it is read (not retried);
-- a circuit breaker per endpoint and process (:class:`CircuitBreaker`): after
-  ``breaker_failures`` consecutive failed attempts every request fails at once for
-  ``breaker_cooldown`` seconds, then one probe decides whether the server is back;
+- a circuit breaker per replica and process (:class:`CircuitBreaker`): after
+  ``breaker_failures`` consecutive failed attempts at a replica, it gets no requests for
+  ``breaker_cooldown`` seconds (the others take them), then one probe decides whether it is
+  back; a request fails at once (``short_circuits``) only while every replica's circuit is open;
 - up to ``max_retries`` further attempts after a timeout, a refused or broken connection,
   or HTTP 408, 429, 500, 502, 503 or 504, sleeping ``backoff * 2**k`` seconds (at most ``max_backoff``) between
   attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
@@ -81,8 +90,12 @@ class ClientConfig:
             floats={"timeout": True, "backoff": False, "max_backoff": False, "breaker_cooldown": False},
             integers={"max_retries": 0, "concurrency": 1, "max_response_bytes": 1, "breaker_failures": 1},
         )
-        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"{self.OPTION_PREFIX}url: must be an http(s) URL, got {self.url!r}")
+        if not isinstance(self.url, str) or not all(u.startswith(("http://", "https://")) for u in _split_urls(self.url)):
+            raise ValueError(
+                f"{self.OPTION_PREFIX}url: must be an http(s) URL, or several separated by commas, got {self.url!r}"
+            )
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise ValueError(f"{self.OPTION_PREFIX}url: names the same endpoint twice: {self.url!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"{self.OPTION_PREFIX}model: must be the served model's name, got {self.model!r}")
 
@@ -101,9 +114,23 @@ class ClientConfig:
                 raise ValueError(f"{self.OPTION_PREFIX}{name}: must be an integer >= {low}, got {value!r}")
 
     @property
+    def endpoints(self) -> tuple[str, ...]:
+        """Each replica's ``.../chat/completions`` URL, in the order ``url`` lists them."""
+        return tuple(_endpoint(u) for u in _split_urls(self.url))
+
+    @property
     def endpoint(self) -> str:
-        url = self.url.rstrip("/")
-        return url if url.endswith("/chat/completions") else url + "/chat/completions"
+        """The endpoint, or the replicas' endpoints joined by commas (the key of their shared limit)."""
+        return ",".join(self.endpoints)
+
+
+def _split_urls(url: str) -> list[str]:
+    return [part.strip() for part in url.split(",")]
+
+
+def _endpoint(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
 async def shared_session(endpoint: str) -> aiohttp.ClientSession:
@@ -150,6 +177,10 @@ class CircuitBreaker:
     open_until: float = 0.0
     probing: bool = False
 
+    def available(self) -> bool:
+        """Whether :meth:`allow` would let a request through (without claiming the probe)."""
+        return self.failures < self.threshold or not (self.probing or time.monotonic() < self.open_until)
+
     def allow(self) -> bool:
         if self.failures < self.threshold:
             return True
@@ -168,9 +199,31 @@ class CircuitBreaker:
             self.open_until = time.monotonic() + self.cooldown
 
 
-def shared_breaker(config: ClientConfig) -> CircuitBreaker:
-    """The process's breaker for the config's endpoint (made by the first client that reaches it)."""
-    return _BREAKERS.setdefault(config.endpoint, CircuitBreaker(config.breaker_failures, config.breaker_cooldown))
+def shared_breaker(config: ClientConfig, endpoint: str | None = None) -> CircuitBreaker:
+    """The process's breaker for one replica's ``endpoint`` (default: the config's only one),
+    made by the first client that reaches it."""
+    key = endpoint if endpoint is not None else config.endpoints[0]
+    return _BREAKERS.setdefault(key, CircuitBreaker(config.breaker_failures, config.breaker_cooldown))
+
+
+_ASSIGNED: dict[str, int] = {}  # replica endpoint -> this process's requests assigned to it now
+_CURSORS: dict[str, int] = {}  # endpoint set -> where the round-robin tie-break starts next
+
+
+def choose_replica(config: ClientConfig, tried: frozenset[str] = frozenset()) -> str | None:
+    """The replica endpoint the next attempt goes to (its breaker's probe claimed if half-open), or
+    None when every replica's circuit is open: fewest assigned requests first, replicas ``tried``
+    by this request last, ties broken round-robin."""
+    endpoints = config.endpoints
+    start = _CURSORS.get(config.endpoint, 0)
+    order = [endpoints[(start + i) % len(endpoints)] for i in range(len(endpoints))]
+    candidates = [e for e in order if shared_breaker(config, e).available()]
+    candidates.sort(key=lambda e: (e in tried, _ASSIGNED.get(e, 0)))  # stable: round-robin among equals
+    for endpoint in candidates:
+        if shared_breaker(config, endpoint).allow():
+            _CURSORS[config.endpoint] = (endpoints.index(endpoint) + 1) % len(endpoints)
+            return endpoint
+    return None
 
 
 @dataclass(frozen=True)
@@ -221,27 +274,38 @@ class ChatCompletionClient:
         payload = {"model": cfg.model, "messages": messages, **sampling}
         headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
         semaphore = shared_semaphore(cfg.endpoint, cfg.concurrency)
-        breaker = shared_breaker(cfg)
         tools_offered = bool(sampling.get("tools"))
         reason = "no attempt was made"
+        tried: set[str] = set()
         for attempt in range(cfg.max_retries + 1):
             if attempt:
                 self._count("retries")
                 await asyncio.sleep(min(cfg.max_backoff, cfg.backoff * 2 ** (attempt - 1)))
-            if not breaker.allow():
+            endpoint = choose_replica(cfg, frozenset(tried))
+            if endpoint is None:
                 self._count("short_circuits")
-                failures = breaker.failures
-                raise _GiveUp(f"circuit open after {failures} consecutive failures at {cfg.endpoint}, last: {reason}")
+                if len(cfg.endpoints) == 1:
+                    failures = shared_breaker(cfg).failures
+                    raise _GiveUp(f"circuit open after {failures} consecutive failures at {cfg.endpoint}, last: {reason}")
+                raise _GiveUp(f"circuit open at all {len(cfg.endpoints)} replicas ({cfg.endpoint}), last: {reason}")
+            breaker = shared_breaker(cfg, endpoint)
             self._count("requests")
+            tried.add(endpoint)
+            _ASSIGNED[endpoint] = _ASSIGNED.get(endpoint, 0) + 1
             try:
-                body = await self._attempt(semaphore, payload, headers)
+                body = await self._attempt(semaphore, endpoint, payload, headers)
             except _Retry as failure:
                 breaker.record(server_answered=False)
-                reason = str(failure)
+                reason = f"{failure} ({endpoint})" if len(cfg.endpoints) > 1 else str(failure)
                 continue
             except _GiveUp:
                 breaker.record(server_answered=True)
                 raise
+            except BaseException:  # cancelled: a claimed probe must not stay claimed forever
+                breaker.probing = False
+                raise
+            finally:
+                _ASSIGNED[endpoint] -= 1
             breaker.record(server_answered=True)
             parsed = chat_completion_message(body) if tools_offered else chat_completion_text(body)
             if not parsed.ok:
@@ -252,7 +316,7 @@ class ChatCompletionClient:
             return _reply(body, parsed.value)
         raise _Retry(f"{cfg.max_retries + 1} attempts failed, last: {reason}")
 
-    async def _attempt(self, semaphore: asyncio.Semaphore, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+    async def _attempt(self, semaphore: asyncio.Semaphore, endpoint: str, payload: dict[str, Any], headers: dict[str, str]) -> Any:
         """One attempt within ``timeout`` seconds, the wait for a concurrency slot included."""
         cfg = self.config
         started = time.monotonic()
@@ -262,7 +326,7 @@ class ChatCompletionClient:
             self._count("timeouts")
             raise _Retry(f"no free request slot within {cfg.timeout:g} s") from None
         try:
-            return await self._post(payload, headers, budget=max(cfg.timeout - (time.monotonic() - started), 1e-3))
+            return await self._post(endpoint, payload, headers, budget=max(cfg.timeout - (time.monotonic() - started), 1e-3))
         finally:
             semaphore.release()
 
@@ -282,12 +346,12 @@ class ChatCompletionClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _post(self, payload: dict[str, Any], headers: dict[str, str], budget: float) -> Any:
+    async def _post(self, endpoint: str, payload: dict[str, Any], headers: dict[str, str], budget: float) -> Any:
         cfg = self.config
         try:
-            session = await shared_session(cfg.endpoint)
+            session = await shared_session(endpoint)
             timeout = aiohttp.ClientTimeout(total=budget)
-            async with session.post(cfg.endpoint, json=payload, headers=headers, timeout=timeout) as response:
+            async with session.post(endpoint, json=payload, headers=headers, timeout=timeout) as response:
                 if response.status in RETRY_STATUSES:
                     self._count("http_errors")
                     raise _Retry(f"HTTP {response.status}")

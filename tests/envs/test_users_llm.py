@@ -411,3 +411,113 @@ async def test_client_accepts_tool_calls_only_when_the_request_offers_tools(serv
         await client.complete([{"role": "user", "content": "hi"}])
     with pytest.raises(RequestFailed, match="no message content"):  # an empty tools list is no offer
         await client.complete([{"role": "user", "content": "hi"}], tools=[])
+
+
+class Replica:
+    """One of several loopback servers behind one comma-separated ``user_url``: answers "FACTS: 2",
+    or holds requests while ``hold`` is set; :meth:`kill` drops every connection and stops listening,
+    as a killed server does. ``gauge`` counts the requests in flight over all replicas."""
+
+    def __init__(self, gauge):
+        self.gauge, self.served, self.held, self.transports, self.hold = gauge, 0, [], set(), False
+        self.killed = asyncio.Event()
+
+    async def handle(self, request):
+        self.transports.add(request.transport)
+        self.gauge["now"] += 1
+        self.gauge["max"] = max(self.gauge["max"], self.gauge["now"])
+        try:
+            if self.hold:
+                self.held.append(request)
+                await self.killed.wait()
+            await asyncio.sleep(self.gauge.get("delay", 0))
+            self.served += 1
+            return web.json_response(completion("FACTS: 2"))
+        finally:
+            self.gauge["now"] -= 1
+
+    async def start(self):
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handle)
+        self.runner = web.AppRunner(app, handle_signals=False)
+        await self.runner.setup()
+        self.site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await self.site.start()
+        self.url = f"http://127.0.0.1:{self.site._server.sockets[0].getsockname()[1]}/v1"
+        return self
+
+    async def kill(self):
+        self.site._server.close()  # no new connections (refused) ...
+        for transport in self.transports:  # ... and the open ones reset, requests in flight included
+            transport.abort()
+        self.killed.set()  # the held handlers end (their connections are gone)
+
+
+@pytest.fixture
+async def replicas():
+    gauge = {"now": 0, "max": 0}
+    started = [await Replica(gauge).start() for _ in range(2)]
+    yield started
+    for replica in started:
+        await replica.kill()
+        await replica.runner.cleanup()
+
+
+async def test_replicas_share_the_requests_and_a_killed_one_fails_over(replicas):
+    from envs.users.client import shared_breaker
+
+    a, b = replicas
+    u = user(f"{a.url}, {b.url}", max_retries=2, breaker_failures=2, breaker_cooldown=60)
+    assert u.config.endpoints == (a.url + "/chat/completions", b.url + "/chat/completions")
+    assert [(await u.reply(FACT_REQUEST)).source for _ in range(6)] == ["llm"] * 6
+    assert (a.served, b.served) == (3, 3)  # round-robin between idle replicas
+    a.hold = True
+    others = [user(f"{a.url},{b.url}", max_retries=2, breaker_failures=2) for _ in range(4)]
+    burst = asyncio.gather(*(other.reply(FACT_REQUEST) for other in others))
+    for _ in range(200):  # the least-loaded choice sends half the burst to each replica
+        if len(a.held) == 2 and b.served == 5:
+            break
+        await asyncio.sleep(0.01)
+    assert len(a.held) == 2 and b.served == 5
+    await a.kill()  # mid-way: two requests in flight on it
+    assert [r.source for r in await burst] == ["llm"] * 4  # each retried on the healthy replica
+    assert [(o.stats.connection_errors, o.stats.retries) for o in others] == [(1, 1), (0, 0), (1, 1), (0, 0)]
+    breaker_a, breaker_b = shared_breaker(u.config, u.config.endpoints[0]), shared_breaker(u.config, u.config.endpoints[1])
+    assert breaker_a.failures == 2 and not breaker_a.available()  # the dead replica's circuit is open ...
+    assert breaker_b.failures == 0 and breaker_b.available()  # ... the healthy one's is not
+    served = b.served
+    replies = [await u.reply(FACT_REQUEST) for _ in range(6)]
+    assert [r.source for r in replies] == ["llm"] * 6 and b.served == served + 6  # all to the healthy replica
+    assert (u.stats.connection_errors, u.stats.retries, u.stats.short_circuits, u.stats.fallbacks) == (0, 0, 0, 0)
+    await b.kill()  # now every replica is dead: one reply's attempts open b's circuit, then it falls back at once
+    out = await u.reply(FACT_REQUEST)
+    assert out.source == "fallback" and out.error.startswith("circuit open at all 2 replicas")
+    assert (u.stats.requests, u.stats.connection_errors, u.stats.short_circuits) == (12 + 2, 2, 1)
+
+
+async def test_a_dead_replica_costs_one_retry_per_request_until_its_circuit_opens(replicas):
+    a, b = replicas
+    await a.kill()
+    u = user(f"{a.url},{b.url}", max_retries=1, breaker_failures=3, breaker_cooldown=60)
+    replies = [await u.reply(FACT_REQUEST) for _ in range(8)]
+    assert [r.source for r in replies] == ["llm"] * 8 and b.served == 8
+    # alternate choices reach the dead replica until 3 failures open its circuit: 3 retries, no fallback
+    assert (u.stats.connection_errors, u.stats.retries, u.stats.requests) == (3, 3, 11)
+
+
+async def test_replicas_share_one_concurrency_limit(replicas):
+    a, b = replicas
+    a.gauge["delay"] = 0.05
+    users = [user(f"{a.url},{b.url}", concurrency=3) for _ in range(12)]  # separate users, one endpoint set
+    replies = await asyncio.gather(*(u.reply(FACT_REQUEST) for u in users))
+    assert all(r.source == "llm" for r in replies)
+    assert a.gauge["max"] == 3 and (a.served, b.served) == (6, 6)
+
+
+def test_several_urls_are_checked():
+    config = LLMUserConfig(url="http://h:1/v1,https://g:2/v1/chat/completions")
+    assert config.endpoints == ("http://h:1/v1/chat/completions", "https://g:2/v1/chat/completions")
+    assert config.endpoint == ",".join(config.endpoints)
+    for bad in ("http://h:1/v1,", "http://h:1/v1,ftp://g/v1", "http://h:1/v1, http://h:1/v1/"):
+        with pytest.raises(ValueError, match="^user_url: "):
+            make_user(user="llm", user_url=bad)
