@@ -17,9 +17,14 @@ in the trainer's resource pools and driven by its weight sync; nothing there ser
 frozen model. So the service is plain Ray: one placement group with a bundle of
 ``tensor_parallel_size`` GPUs per replica, one actor per bundle, and in each actor the server
 as a subprocess on a free port of that node, watched by a thread that restarts it (same port,
-same URL) when it exits, up to ``max_restarts`` times, each restart logged and counted in the
-``user_service/restarts`` metric. Requests in flight during a restart fail and fall back as the
-client counts them (retries, circuit breaker, ``episode/proxy_user_fallbacks/mean``).
+same URL) when it exits, up to ``max_restarts`` times per replica, each restart logged with the
+replica's number and counted (``user_service/restarts``: all replicas' restarts;
+``user_service/replicas_up``: replicas whose server is running). With ``replicas`` > 1 the
+replicas' URLs reach the env options joined by commas, and the client
+(:mod:`envs.users.client`) spreads requests over them under its one concurrency limit, with a
+circuit breaker per replica: while one replica is down or restarting its requests in flight are
+retried on the others, and only when every replica fails do episodes fall back to the offline
+user (``episode/proxy_user_fallbacks/mean``).
 """
 
 from __future__ import annotations
@@ -293,11 +298,6 @@ def start_user_service(config) -> UserService | None:
         logger.warning("%s.mode=ray, but arew_agent.env_options ask for no LLM user: no server started", SECTION)
         return None
     url_key, model_key = keys
-    if settings.replicas > 1:
-        raise ValueError(
-            f"{SECTION}.replicas: {settings.replicas}, but the user's client takes one URL (envs/users/client.py has no "
-            "round-robin over replicas yet); serve with one replica (tensor_parallel_size for a larger model)"
-        )
     model = settings.model or env_options.get(model_key)
     if not model:
         raise ValueError(f"{SECTION}.model: no model to serve (arew_agent.env_options.{model_key} is empty too)")

@@ -81,6 +81,25 @@ def test_dead_server_is_restarted_on_the_same_url_and_counted(local_ray, tmp_pat
     wait_for(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
 
 
+def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_path):
+    service = UserService(settings(command=fake_command(tmp_path), replicas=2, max_restarts=1), "fake-patient", str(tmp_path / "logs"))
+    urls = service.start()
+    try:
+        assert len(set(urls)) == 2 and all(healthy(u[: -len("/v1")] + "/health") for u in urls)
+        assert ray.available_resources().get("GPU", 0) == 0  # a bundle of tensor_parallel_size=1 GPU each
+        first = service.status()
+        os.kill(first[0]["pid"], signal.SIGKILL)  # replica 0's server dies; replica 1 is left alone
+        wait_for(lambda: service.status()[0]["restarts"] == 1 and service.status()[0]["alive"], "replica 0's restart")
+        after = service.status()
+        assert after[0]["url"] == urls[0] and after[0]["pid"] != first[0]["pid"]
+        assert after[1] == first[1]  # same pid, no restart
+        assert service.metrics() == {"user_service/restarts": 1.0, "user_service/replicas_up": 2.0}
+    finally:
+        service.stop()
+    assert not any(alive(s["pid"]) for s in after)
+    wait_for(lambda: ray.available_resources().get("GPU") == 2, "both bundles to be released")
+
+
 def test_restarts_stop_at_max_restarts(local_ray, tmp_path):
     service = UserService(settings(command=fake_command(tmp_path), max_restarts=0), "fake-patient", str(tmp_path / "logs"))
     service.start()
@@ -145,10 +164,26 @@ def test_start_user_service_hands_the_url_to_the_env_options(local_ray, tmp_path
         service.stop()
 
 
+def test_start_user_service_joins_the_replicas_urls(local_ray, tmp_path):
+    config = _config({"user": "llm", "user_url": "http://127.0.0.1:8000/v1", "user_model": "m"}, 0,
+                     mode="ray", command=fake_command(tmp_path), replicas=2, poll_interval=0.2)  # fmt: skip
+    service = start_user_service(config)
+    try:
+        from envs.users.llm import LLMUserConfig
+
+        assert config.arew_agent.env_options.user_url == ",".join(service.urls) and len(service.urls) == 2
+        assert LLMUserConfig(url=config.arew_agent.env_options.user_url).endpoints == tuple(u + "/chat/completions" for u in service.urls)
+    finally:
+        service.stop()
+
+
 def test_start_user_service_checks_the_gpu_budget(local_ray, tmp_path):
     config = _config({"user": "llm", "user_model": "m"}, 2, mode="ray", command=fake_command(tmp_path))
     with pytest.raises(ValueError, match=r"trainer.nnodes \* trainer.n_gpus_per_node = 2 training GPUs \+ .* = 1 user-server GPUs = 3.*has 2 GPUs.*at most 1"):
         start_user_service(config)
+    two = _config({"user": "llm", "user_model": "m"}, 1, mode="ray", command=fake_command(tmp_path), replicas=2)
+    with pytest.raises(ValueError, match=r"= 1 training GPUs \+ arew_user_service.replicas \* arew_user_service.tensor_parallel_size = 2 user-server GPUs = 3.*at most 0"):
+        start_user_service(two)
     assert start_user_service(_config({"user": "offline"}, 2, mode="ray")) is None  # no LLM user: nothing to start
     assert start_user_service(_config({"user": "llm"}, 2, mode="external")) is None
 
