@@ -42,6 +42,7 @@ class Episode(ActiveReasoningEnv):
         self._belief = prior
         self._first_guess: np.ndarray | None = None
         self._final: np.ndarray | None = None
+        self._final_step = 0.0  # BT proxy of a final answer that follows an update round
         self._as: list[int] = []
         self._bt: list[float] = []
         self._n_invalid = 0
@@ -160,6 +161,8 @@ class Episode(ActiveReasoningEnv):
         guess, critique, delta, rule = self._record_belief(text, "answer", "answer" if replaces_update else "final")
         if replaces_update:
             self._bt.append(delta)
+        else:
+            self._final_step = delta
         self._phase = "done"
         if guess.ok:
             self._final = np.asarray(guess.value, dtype=float)
@@ -173,16 +176,34 @@ class Episode(ActiveReasoningEnv):
         )
 
     def _episode_proxies(self) -> dict[str, Any]:
-        """The proxies every task reports, besides its own."""
-        bt = np.asarray(self._bt, dtype=float)
+        """The proxies every task reports, besides its own.
+
+        ``bt`` holds one BT proxy per update round (a final answer given in place of an update
+        round is that round's entry); ``bt_final`` is the belief step of a final answer that
+        follows an update round (0 otherwise, and 0 for an invalid answer).
+
+        ``c_bt`` is Def. 3.2's sum of absorbed belief progress, sum_{t=0}^{H-1} max(dPsi_t, 0),
+        over the whole chain of valid beliefs from the prior b_0 to the final answer b_H, so
+        the final answer's step counts; the task's BT proxy stands in for
+        dPsi = Psi(b_{t+1}) - Psi(b_t) (PE: cos(w, w*); MediQ: the gold margin; FloDial:
+        w[gold]), each a confidence in the true state like the paper's Psi(b) = b(s*).
+        """
+        steps = np.asarray([*self._bt, self._final_step], dtype=float)
         return {
             "as": list(self._as),
             "bt": list(self._bt),
+            "bt_final": float(self._final_step),
             "reward": self.reward(),
             "answered": float(self._final is not None),
             "n_invalid": float(self._n_invalid),
-            "c_bt": float(np.clip(bt, 0.0, None).sum()),
+            "c_bt": float(np.clip(steps, 0.0, None).sum()),
         }
+
+
+def top_options(w: np.ndarray) -> frozenset[int]:
+    """The options whose score is within :data:`envs.scoring.EQUAL_TOL` of the top score."""
+    w = np.asarray(w, dtype=float)
+    return frozenset(np.flatnonzero(w >= w.max() - scoring.EQUAL_TOL).tolist())
 
 
 class ChoiceEpisode(Episode):
@@ -202,11 +223,18 @@ class ChoiceEpisode(Episode):
         return float(scoring.unique_argmax(self._final) == self.gold)
 
     def _choice_proxies(self) -> dict[str, float]:
+        """``final_equals_first_guess`` is Observation 3's belief consistency: the final answer
+        states the same judgment as the first valid belief, i.e. the same set of top options
+        (scores within :data:`envs.scoring.EQUAL_TOL` of the maximum). A tie is the judgment
+        "one of these", so it equals only the identical tie: two different ties are not
+        consistent, nor are a tie and a single option (resolving or opening a tie revises the
+        judgment), while a tie kept unchanged to the end is. 0 without a valid final answer.
+        """
         first_correct = self._first_guess is not None and scoring.unique_argmax(self._first_guess) == self.gold
         consistent = (
             self._final is not None
             and self._first_guess is not None
-            and scoring.unique_argmax(self._final) == scoring.unique_argmax(self._first_guess)
+            and top_options(self._final) == top_options(self._first_guess)
         )
         return {
             "belief_correct": float(scoring.unique_argmax(self._belief) == self.gold),

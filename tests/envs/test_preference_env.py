@@ -255,7 +255,8 @@ def test_proxies_track_per_turn_values_and_diagnostics():
     c = [cosine(np.full(4, 0.5), w), cosine([0.8, 0.2, 0.5, 0.5], w), cosine([0.3, 0.6, 0.5, 0.5], w)]
     assert p["as"] == [1, 0, 0]
     assert p["bt"] == pytest.approx([c[1] - c[0], c[2] - c[1], 0.0])
-    assert p["c_bt"] == pytest.approx(c[1] - c[0])
+    assert p["bt_final"] == pytest.approx(c[1] - c[2])  # the answer steps back to the first guess
+    assert p["c_bt"] == pytest.approx((c[1] - c[0]) + (c[1] - c[2]))  # Def. 3.2 sums up to the final belief
     assert p["n_informative"] == 1.0 and p["n_invalid"] == 2.0
     assert p["final_equals_first_guess"] == 1.0 and p["answered"] == 1.0
     assert p["cos_initial"] == pytest.approx(c[0]) and p["cos_belief"] == pytest.approx(c[1])
