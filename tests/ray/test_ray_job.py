@@ -1,6 +1,8 @@
 """``launch/submit_ray_job.sh`` against a real Ray cluster on loopback: a CPU smoke run of verl's real
 trainer as a Ray job (``arew smoke --cluster``), a MediQ run whose simulated user is a stand-in
-server scheduled by the user service on the cluster's second (logical) GPU, and a failing job.
+server scheduled by the user service on the cluster's second (logical) GPU, a failing job, and a
+MediQ job cancelled with ``ray job stop`` once its user server is up (the server and its placement
+group must go with it).
 
 The cluster is started here with its own ports and temp dir (16 logical CPUs, 2 logical GPUs) and
 stopped by killing exactly the processes it started (``ray stop`` would stop every Ray on the machine).
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from arew.serving.ray_service import healthy
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +155,48 @@ def test_mediq_with_the_user_server_as_a_ray_service(cluster, tmp_path, mediq_so
     log = (tmp_path / "run" / "main_ppo.log").read_text()
     assert re.search(r"arew_user_service: 1 replica\(s\) of Qwen/Qwen2.5-14B-Instruct healthy at http://[\d.]+:\d+/v1", log)
     assert "arew_user_service: user server stopped (1 replica(s))" in log
+
+
+def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source):
+    """``ray job stop`` while the job's user server is up: the job ends STOPPED, the stand-in server's
+    process is gone and the service's placement group is removed (no training step is needed)."""
+    from ray.util.state import list_placement_groups
+
+    fake_dir = tmp_path / "fake"
+    fake_dir.mkdir()
+    job_id = "arew-test-cancel"
+    submit = subprocess.Popen(
+        ["bash", str(SUBMIT), "--smoke", "--task", "mediq", "--steps", "1", "--source", str(mediq_source),
+         "--out", str(tmp_path / "run"), "--quiet", "data.max_prompt_length=4096"],
+        env={**cluster, "AREW_JOB_ID": job_id, "AREW_USER_SERVER_CMD": f"FAKE_USER_DIR={fake_dir} exec {sys.executable} {FAKE}"},
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        log, up, deadline = tmp_path / "run" / "main_ppo.log", None, time.monotonic() + JOB_TIMEOUT
+        while up is None and submit.poll() is None and time.monotonic() < deadline:  # a bound against hangs only
+            text = log.read_text() if log.exists() else ""
+            up = re.search(r"arew_user_service: 1 replica\(s\) of \S+ healthy at (http://[\d.]+:\d+)/v1", text)
+            time.sleep(0.5)
+        assert up, f"the user server never came up; submit exited {submit.poll()}"
+        [pid] = [int(p) for p in (fake_dir / "pids").read_text().split()]
+        assert _alive(pid) and healthy(up.group(1) + "/health")
+        [group] = [g for g, state in _user_groups(cluster, list_placement_groups).items() if state == "CREATED"]
+        stop = subprocess.run([str(BIN / "ray"), "job", "stop", "--address", cluster["RAY_ADDRESS"], job_id],
+                              env=cluster, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        _, stderr = submit.communicate(timeout=120)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+    assert submit.returncode == 1 and f"job {job_id} STOPPED" in stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (_alive(pid) or _user_groups(cluster, list_placement_groups).get(group, "REMOVED") != "REMOVED"):
+        time.sleep(0.5)
+    assert not _alive(pid)  # the server died with its actor
+    assert _user_groups(cluster, list_placement_groups).get(group, "REMOVED") == "REMOVED"  # its GPU is free again
+
+
+def _user_groups(cluster: dict, list_placement_groups) -> dict[str, str]:
+    """The user service's placement groups on the cluster: id -> state."""
+    groups = list_placement_groups(address=cluster["RAY_ADDRESS"], detail=True)
+    return {g.placement_group_id: g.state for g in groups if g.name.startswith("arew_user_service")}
