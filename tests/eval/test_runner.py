@@ -171,3 +171,21 @@ async def test_every_preference_task_plays_to_a_record(task, tmp_path):
     records = await evaluate(model, rows, _config(env_options={}), tmp_path / "out")
     assert len(records) == 2 and all(r["failed"] is None and r["task"] == task for r in records)
     assert all(r["info"]["decisions"] == 3 and r["info"]["invalid_turns"] >= 2 and r["reward"] == 0.0 for r in records)
+
+
+@pytest.mark.parametrize("task", ["tau2-solo", "tau2-dual"])
+async def test_tau2_episodes_play_to_a_record(task, tmp_path):
+    """Action rounds only; the solo agent's answer or the dual-control customer's goodbye ends the episode."""
+    pytest.importorskip("tau2")
+    rows = read_rows(prepare_task(task, tmp_path / "data", 1, 1, 2, seed=0)["test"])
+    if task == "tau2-solo":
+        script = ['<interact>{"name": "check_sim_status"}</interact>', "<answer>Your SIM is fine. Goodbye.</answer>"]
+    else:
+        script = ["<interact>Hello, how can I help you?</interact>", "<interact>Thank you, goodbye!</interact>"]
+    records = await evaluate(ScriptedChat(script), rows, _config(env_options={}), tmp_path / "out")
+    assert len(records) == 2 and all(r["failed"] is None and r["task"] == task for r in records)
+    for record in records:
+        info = record["info"]
+        assert info["decisions"] == 2 and info["bt_pos"] + info["bt_zero"] + info["bt_neg"] == 0
+        ended = info["ended_by_environment"] if task == "tau2-dual" else info["answered"]
+        assert ended == 1.0 and info["proxy_turns"] == (2 if task == "tau2-dual" else 1), info

@@ -17,6 +17,7 @@ FINGERPRINTS = {
     "verl.utils.distributed.initialize_global_process_group_ray": "761a94d1a2e058d3",
     "verl.utils.model.load_valuehead_model": "2371ca280654b53b",
     "verl.workers.rollout.base.get_rollout_class": "d0be5827f1214f04",
+    "verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module": "35b7b539858443e4",
 }
 
 
@@ -48,8 +49,16 @@ def _load_value_model(local_path, torch_dtype, model_config, trust_remote_code):
     )
 
 
+def _unpinned_offload_policy(pin_memory: bool = True):
+    """FSDP2's CPU offload policy without pinned memory (pinning needs an accelerator)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    return CPUOffloadPolicy(pin_memory=False)
+
+
 def apply() -> None:
     import verl.utils.model
+    import verl.workers.engine.fsdp.transformer_impl
     import verl.workers.engine_workers
     import verl.workers.rollout.base
     from verl.utils.distributed import initialize_global_process_group_ray
@@ -58,6 +67,7 @@ def apply() -> None:
         initialize_global_process_group_ray,
         verl.utils.model.load_valuehead_model,
         verl.workers.rollout.base.get_rollout_class,
+        verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module,
     ):
         check(function)
 
@@ -73,3 +83,6 @@ def apply() -> None:
     # verl/workers/rollout/base.py:89 (_ROLLOUT_REGISTRY) lists vllm/sglang/trtllm and has no register
     # function; get_rollout_class reads it to build the training worker's rollout adapter.
     verl.workers.rollout.base._ROLLOUT_REGISTRY[("hf", "async")] = "arew.verl_plugin.cpu.hf_rollout.HFServerAdapter"
+    # verl/workers/engine/fsdp/transformer_impl.py:462 gives every forward-only FSDP2 engine (the reference
+    # policy of a KL loss) CPUOffloadPolicy(pin_memory=True); pinning raises without an accelerator.
+    verl.workers.engine.fsdp.transformer_impl.CPUOffloadPolicy = _unpinned_offload_policy
