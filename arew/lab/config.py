@@ -108,7 +108,7 @@ class LabConfig:
     step_bins: tuple[int, ...] = (-2, -1, 0, 1, 2)  # belief step per attribute, in units of belief_step
     bt_init_probs: tuple[float, ...] = (0.05, 0.2, 0.5, 0.2, 0.05)
     salience_init: float = 3.0
-    replay_samples: int = 500
+    replay_samples: int = 2000  # as the environment: I_AS in nats has converged there (see ReplayResult)
     smooth: int = 10  # moving-average window (steps) for "final" training values and reach times
     reach_reward: float = 0.5  # the table also reports the first step whose moving average reaches this
     variants: tuple[str, ...] = field(default=DEFAULT_VARIANTS)

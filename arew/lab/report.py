@@ -34,7 +34,7 @@ import verl
 from arew.lab.config import LabConfig, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
 
-TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as", "oracle_reward")
+TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
 CURVE_METRICS = {
     "reward": "outcome reward",
     "as_proxy": "AS proxy (informative queries per turn)",
@@ -134,7 +134,7 @@ def markdown_table(rows: Sequence[dict]) -> str:
     """The results as a Markdown table (mean ± std over seeds; reach steps: mean over the seeds that reached)."""
     target = rows[0]["reach_reward"] if rows else 0.0
     header = (
-        "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS | oracle reward | train reward (final) "
+        "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward | train reward (final) "
         f"| steps to vanilla's final | steps to reward {target:g} |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]

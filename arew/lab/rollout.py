@@ -24,7 +24,7 @@ from envs.preference.rules import ANSWER_WORDS
 from envs.registry import make_env
 
 ANSWER_SIGNS = {word: sign for sign, word in ANSWER_WORDS.items()}
-DIAGNOSTICS = ("i_as", "oracle_reward", "c_bt", "final_equals_first_guess", "n_informative")
+DIAGNOSTICS = ("i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess", "n_informative")
 """Scalars of ``env.proxies()`` (the Bayesian replay included) averaged in evaluation rollouts."""
 
 

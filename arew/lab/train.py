@@ -48,7 +48,7 @@ FINAL_COLUMNS = (
     "bt_proxy",
     "c_bt",
     "bt_follow",
-    "i_as",
+    "i_as_nats",
     "oracle_reward",
     "final_equals_first_guess",
 )
@@ -102,6 +102,7 @@ def _summary(ro: Rollout, step_bins: torch.Tensor) -> dict[str, float]:
         "reward": float(ro.reward.mean()),
         "as_proxy": float(ro.as_proxy.mean()),
         "bt_proxy": float(ro.bt_proxy.mean()),
+        # Def. 3.2 also counts the final answer's step, 0 here: the answer restates the last belief
         "c_bt": float(ro.bt_proxy.clamp(min=0).sum(1).mean()),
         "bt_follow": belief_follow(ro, step_bins),
         "as_critique_pos": float((z_as == 1).float().mean()),

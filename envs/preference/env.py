@@ -18,7 +18,17 @@ informative query adds no information), ``bt`` holds BT_t = cos(w_t, w*) - cos(w
 Options: ``reward_rule`` "paper" (default) or "reference" (see :func:`outcome_reward`);
 ``feedback_ablation`` makes the user always answer "Unknown" (SPEC section 4, Observation
 3: critiques and the replay still use the true answers); ``replay_samples`` is the number
-of prior draws in the Bayesian replay behind the I_AS and oracle diagnostics.
+of prior draws in the Bayesian replay behind the I_AS and oracle diagnostics (2000, as in
+``arew lab``).
+
+Diagnostics (SPEC section 4): ``i_as_nats`` is I_AS (Def. 3.1) as the information the
+answers carried about w* in nats, log of the replay's posterior-to-prior mass on w*, which
+does not depend on the number of replay draws (see :class:`~envs.preference.rules.ReplayResult`;
+it replaces ``i_as``, the pool-dependent difference of masses); ``oracle_cos`` and
+``oracle_reward`` score the replay's posterior mean; ``c_bt`` (Def. 3.2) sums the positive
+cosine steps from the start to the final answer; ``final_equals_first_guess`` (Observation
+3) is 1 iff the final answer is the first valid estimate (every weight within
+:func:`numpy.allclose`'s tolerance).
 """
 
 from __future__ import annotations
@@ -182,8 +192,7 @@ class PreferenceEnv(Episode):
             "cos_belief": float(cosine(self._belief, self.w_star)),
             "n_informative": float(sum(self._as)),
             "final_equals_first_guess": float(consistent),
-            "i_as": replay.i_as,
-            "i_as_near": replay.i_as_near,
+            "i_as_nats": replay.info_gain,
             "oracle_cos": float(cosine(replay.oracle_guess, self.w_star)),
             "oracle_reward": outcome_reward(
                 replay.oracle_guess, self.w_star, self.reward_kind, self.reward_rule

@@ -206,7 +206,7 @@ def test_feedback_ablation_hides_answer_but_keeps_critiques():
     env = make(feedback_ablation=True)
     step = act(env, "1, 2 | 1, 2")
     assert "User: Unknown." in step.feedback and step.critique == 1
-    assert env.proxies()["i_as"] > 0
+    assert env.proxies()["i_as_nats"] > 0
 
 
 def test_reward_rules_paper_binary_and_continuous():
@@ -261,7 +261,7 @@ def test_proxies_track_per_turn_values_and_diagnostics():
     assert p["final_equals_first_guess"] == 1.0 and p["answered"] == 1.0
     assert p["cos_initial"] == pytest.approx(c[0]) and p["cos_belief"] == pytest.approx(c[1])
     assert p["reward"] == env.reward()
-    assert 0.0 <= p["oracle_reward"] <= 1.0 and p["i_as"] > 0
+    assert 0.0 <= p["oracle_reward"] <= 1.0 and p["i_as_nats"] > 0
     assert all(isinstance(v, float) for k, v in p.items() if k not in ("as", "bt"))
 
 

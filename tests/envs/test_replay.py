@@ -13,10 +13,9 @@ def test_tiny_replay_by_hand():
     res = bayes_replay(items, w_star, [PairQuery(0, 1, (0, 1))], [1], candidates)
     # Yes keeps the candidates with w1 > w2: [0.9, 0.1], [0.6, 0.4] and w* itself
     assert res.mass_true.tolist() == pytest.approx([1 / 5, 1 / 3])
-    assert res.i_as == pytest.approx(1 / 3 - 1 / 5)
-    # within cosine 0.97 of w*: [0.9, 0.1] (0.991) and w*; [0.6, 0.4] is at 0.942
-    assert res.mass_near.tolist() == pytest.approx([2 / 5, 2 / 3])
-    assert res.i_as_near == pytest.approx(2 / 3 - 2 / 5)
+    # I_AS in nats: log of the posterior-to-prior mass on w*, 5 pool members -> 3
+    assert res.info_gain == pytest.approx(np.log(5 / 3))
+    assert res.info_gain_limit == pytest.approx(np.log(5))
     assert res.oracle_guess == pytest.approx([(0.9 + 0.6 + 0.8) / 3, (0.1 + 0.4 + 0.2) / 3])
 
 
@@ -24,9 +23,9 @@ def test_replay_without_queries_or_with_uninformative_ones_gains_nothing():
     items = np.array([[2, 1], [1, 2], [2, 1]])
     w_star = np.array([0.8, 0.2])
     candidates = np.array([[0.9, 0.1], [0.1, 0.9]])
-    assert bayes_replay(items, w_star, [], [], candidates).i_as == 0.0
+    assert bayes_replay(items, w_star, [], [], candidates).info_gain == 0.0
     same = bayes_replay(items, w_star, [PairQuery(0, 2, (0, 1))], [0], candidates)
-    assert same.i_as == 0.0 and same.oracle_guess == pytest.approx([0.6, 0.4])
+    assert same.info_gain == 0.0 and same.oracle_guess == pytest.approx([0.6, 0.4])
 
 
 def test_equal_answer_keeps_only_exact_ties():

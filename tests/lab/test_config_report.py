@@ -55,7 +55,7 @@ def test_moving_average_is_trailing():
 
 def result(name: str, seed: int, rewards: list[float]) -> RunResult:
     log = [{"step": i, "reward": r} for i, r in enumerate(rewards)]
-    final = {k: float(seed) for k in ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as", "oracle_reward")}
+    final = {k: float(seed) for k in ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")}
     return RunResult(name, seed, log, final, 1.0)
 
 

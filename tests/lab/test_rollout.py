@@ -99,6 +99,6 @@ def test_diagnostics_come_from_the_environment_replay_and_agree_with_the_lab():
     ro, _, _, _ = play("pe-g-s2", critic=False, diagnose=True)
     assert ro.values is None
     d = ro.diagnostics
-    assert set(d) >= {"i_as", "oracle_reward", "c_bt", "final_equals_first_guess"}
+    assert set(d) >= {"i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess"}
     assert d["c_bt"] == pytest.approx(float(ro.bt_proxy.clamp(min=0).sum(1).mean()), abs=1e-6)
     assert d["n_informative"] == pytest.approx(float(ro.as_proxy.sum(1).mean()))
