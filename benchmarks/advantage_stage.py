@@ -1,10 +1,15 @@
 """Advantage stage cost: AReW over GAE/GRPO versus verl's plain GAE/GRPO on the same batch.
 
-    python benchmarks/advantage_stage.py [--batch 512] [--length 8192] [--repeats 5]
+    python benchmarks/advantage_stage.py [--batch 512] [--length 8192] [--repeats 15] [--no-gae]
 
 Builds a realistic multi-turn batch (10-20 decisions per trajectory, environment tokens
 between them), then times verl's ``compute_advantage`` for each estimator. The AReW timings
 include validating and flattening the critique records, as the trainer does every step.
+
+Each round times every estimator once, plain and AReW back to back (in alternating order
+from round to round), so load from other processes hits both sides of a pair alike. The
+figures are medians over the rounds: of each side's time, and of each round's added cost
+(AReW minus plain, from the same round) and its ratio to plain GRPO.
 """
 
 from __future__ import annotations
@@ -49,24 +54,27 @@ def build_batch(batch: int, length: int, seed: int = 0):
     return DataProto(batch=td, non_tensor_batch={"uid": uids}), records
 
 
-def time_interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median seconds per function, running them in turn each round so drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    samples = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
+def time_rounds(pairs: dict, repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, ``repeats`` rounds; each pair runs back to back, alternating its order."""
+    for plain, arew in pairs.values():
+        plain(), arew()  # warm-up
+    samples: dict[str, list[float]] = {}
+    for round_ in range(repeats):
+        for name, (plain, arew) in pairs.items():
+            order = [(name, plain), ("arew_" + name, arew)]
+            for label, fn in order if round_ % 2 == 0 else order[::-1]:
+                start = time.perf_counter()
+                fn()
+                samples.setdefault(label, []).append(time.perf_counter() - start)
+    return samples
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--length", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--no-gae", action="store_true", help="time GRPO only (GAE's Python loop takes about 1 s a call)")
     args = parser.parse_args()
 
     data, records = build_batch(args.batch, args.length)
@@ -84,19 +92,29 @@ def main() -> None:
 
         return run
 
+    bases = ["grpo"] if args.no_gae else ["gae", "grpo"]
     print(f"batch {args.batch} x {args.length} response tokens, {sum(len(r['start']) for r in records)} decisions")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeats} interleaved rounds")
-    results = time_interleaved(
-        {"gae": plain("gae"), "arew_gae": arew("arew_gae"), "grpo": plain("grpo"), "arew_grpo": arew("arew_grpo")},
-        args.repeats,
-    )
-    for name, seconds in results.items():
-        print(f"  {name:10s} {seconds * 1000:9.1f} ms")
-    added = results["arew_grpo"] - results["grpo"]
-    print(f"arew_gae / gae   = {results['arew_gae'] / results['gae']:.3f}  (target <= 1.10; GAE's Python loop makes this ratio noisy)")
-    print(f"arew_grpo / grpo = {results['arew_grpo'] / results['grpo']:.3f}")
-    print(f"AReW added cost  = {added * 1000:.1f} ms per step = {added / results['gae']:.1%} of plain GAE")
-    print(f"added / grpo     = {added / results['grpo']:.2f}  (target <= 1.00: AReW costs at most verl's own GRPO)")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved rounds")
+    samples = time_rounds({base: (plain(base), arew("arew_" + base)) for base in bases}, args.repeats)
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    best = {name: min(values) for name, values in samples.items()}
+    for base in bases:
+        arew_name = "arew_" + base
+        print(
+            f"  {base:6s} {median[base] * 1000:8.1f} ms (best {best[base] * 1000:6.1f})"
+            f"    {arew_name:11s} {median[arew_name] * 1000:8.1f} ms (best {best[arew_name] * 1000:6.1f})"
+        )
+    added = [a - p for a, p in zip(samples["arew_grpo"], samples["grpo"])]
+    ratios = sorted(a / p for a, p in zip(added, samples["grpo"]))
+    if not args.no_gae:
+        gae_ratio = statistics.median(a / p for a, p in zip(samples["arew_gae"], samples["gae"]))
+        print(f"arew_gae / gae   = {gae_ratio:.3f}  (median over rounds; target <= 1.10, GAE's Python loop makes it noisy)")
+    of_gae = "" if args.no_gae else f" = {statistics.median(added) / median['gae']:.1%} of plain GAE"
+    print(f"AReW added cost  = {statistics.median(added) * 1000:.1f} ms per step{of_gae} (median over rounds of arew_grpo - grpo)")
+    print(f"added / grpo     = {statistics.median(added) / median['grpo']:.2f}  (medians; target <= 1.00: AReW costs at most verl's own GRPO)")
+    print(f"  best rounds    = {(best['arew_grpo'] - best['grpo']) / best['grpo']:.2f}  ({(best['arew_grpo'] - best['grpo']) * 1000:.1f} ms / {best['grpo'] * 1000:.1f} ms)")
+    quartiles = f"{ratios[len(ratios) // 4]:.2f} / {statistics.median(ratios):.2f} / {ratios[(3 * len(ratios)) // 4]:.2f}"
+    print(f"  per round      : min {ratios[0]:.2f}, quartiles {quartiles}, max {ratios[-1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from arew.core.coefficients import decision_coefficients, last_model_token, model_mask_of, paint_spans, span_totals
+from arew.core.coefficients import decision_coefficients, last_model_token, model_mask_of
 from arew.core.config import AReWConfig
 from arew.core.records import Segments
 from arew.core.schedule import schedule_factor
 from arew.core.stats import critique_stats
 from arew.core.transforms import transform_labels
+
+# The (B, L) passes run in NumPy: single-threaded, they do not stall when another process holds
+# one of the cores (torch's two-thread kernels wait for their slower thread), and NumPy asks
+# for huge pages for large arrays, so a fresh buffer costs few page faults.
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,49 @@ class _Prepared:
     model_tokens: float
     factor: float
     stats: dict[str, float]
-    workspace: torch.Tensor  # (B, L) float32 CPU buffer free for reuse (it held the mask's prefix sums)
+    model_mask: np.ndarray  # (B, L) bool, True on policy tokens (response_mask > 0)
+    bounds: np.ndarray  # (2K + 2,) int64 flat run boundaries, see _run_bounds
+
+
+def _model_mask(response_mask: torch.Tensor) -> np.ndarray:
+    """(B, L) bool array on the CPU, True where ``response_mask > 0`` (policy tokens), in one pass."""
+    mask = response_mask.detach().cpu()
+    try:
+        values = mask.numpy()
+    except TypeError:  # a dtype NumPy lacks (bfloat16)
+        return torch.gt(mask, 0).numpy()
+    return np.greater(values, 0)
+
+
+def _run_bounds(segments: Segments, length: int, size: int) -> np.ndarray:
+    """0, start_0, end_0, start_1, ..., end_{K-1}, size as offsets into the flattened (B, L) batch.
+
+    Consecutive entries delimit alternating runs: a gap before each decision (often empty),
+    the decision's span, ..., the gap after the last one. They never decrease, since decisions
+    are sorted by (sample, start) and never overlap (the validator enforces it).
+    """
+    row = segments.sample * length
+    bounds = np.empty(2 * len(row) + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, size
+    bounds[1:-1:2] = (row + segments.start).numpy()
+    bounds[2:-1:2] = (row + segments.end).numpy()
+    return bounds
+
+
+def _span_model_tokens(model_mask: np.ndarray, bounds: np.ndarray) -> torch.Tensor:
+    """Policy tokens inside each decision's span (K,), in one read of the mask.
+
+    ``np.add.reduceat`` sums each run [bounds[i], bounds[i+1]); the spans are the odd runs (an
+    empty gap's entry holds a single element instead, but gaps are not used). Integer sums are
+    exact; uint16 holds any span of a row shorter than 2**16 tokens (gap sums may wrap, unused).
+    """
+    decisions = (len(bounds) - 2) // 2
+    if decisions == 0:
+        return torch.zeros(0, dtype=torch.long)
+    flat = model_mask.reshape(-1).view(np.uint8)
+    cuts = bounds[1:-1] if bounds[-2] < len(flat) else bounds[1:-2]  # reduceat's indices must lie inside
+    dtype = np.uint16 if model_mask.shape[1] < 2**16 else np.int64  # (NumPy sums bytes into uint16 fastest)
+    return torch.from_numpy(np.add.reduceat(flat, cuts, dtype=dtype)[0::2].astype(np.int64))
 
 
 def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig, step: int) -> _Prepared:
@@ -39,12 +86,14 @@ def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig
             f"response_mask has {response_mask.shape[0]} rows but the critique records describe {segments.batch_size} samples"
         )
     label = transform_labels(segments, config, step)
-    workspace = model_mask_of(response_mask)
-    token_counts, model_tokens = span_totals(segments, workspace.cumsum_(dim=1))
+    model_mask = _model_mask(response_mask)
+    bounds = _run_bounds(segments, model_mask.shape[1], model_mask.size)
+    token_counts = _span_model_tokens(model_mask, bounds)
+    model_tokens = float(np.count_nonzero(model_mask))
     factor = schedule_factor(config.schedule, step)
     stats = critique_stats(segments, label, token_counts, model_tokens, config.grouping)
     stats["arew/strength_factor"] = factor
-    return _Prepared(label, token_counts, model_tokens, factor, stats, workspace)
+    return _Prepared(label, token_counts, model_tokens, factor, stats, model_mask, bounds)
 
 
 def reweight_advantages(
@@ -54,7 +103,14 @@ def reweight_advantages(
     config: AReWConfig,
     step: int,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Return (A + lambda * u, statistics). ``advantages`` is not modified in place."""
+    """Return (A + lambda * u, statistics).
+
+    Aliasing contract: ``advantages`` is never modified in place (with GRPO verl's base
+    estimator returns one tensor as both advantages and returns, so writing into it would
+    change the returns too). The result is ``advantages`` itself when no decision has a
+    non-zero coefficient, and otherwise a tensor allocated by this call, shared with nothing:
+    no buffer is kept between calls, so the caller may keep, store or modify it.
+    """
     prep = _prepare(segments, response_mask, config, step)
     lambdas = tuple(prep.factor * lam for lam in config.channel_lambdas())
     per_decision = decision_coefficients(
@@ -64,30 +120,34 @@ def reweight_advantages(
     stats = prep.stats
     stats["arew/abs_coef_per_token"] = float((magnitude * prep.token_counts).sum()) / max(prep.model_tokens, 1.0)
     stats["arew/abs_coef_per_traj"] = float(magnitude.sum()) / max(segments.batch_size, 1)
-    return _add_on_model_tokens(advantages, per_decision, segments, response_mask, prep), stats
+    return _add_on_model_tokens(advantages, per_decision, segments, prep), stats
 
 
 def _add_on_model_tokens(
-    advantages: torch.Tensor, per_decision: torch.Tensor, segments: Segments, response_mask: torch.Tensor, prep: _Prepared
+    advantages: torch.Tensor, per_decision: torch.Tensor, segments: Segments, prep: _Prepared
 ) -> torch.Tensor:
-    """A + each decision's coefficient on the model tokens of its span, with as few (B, L) buffers as possible.
+    """A + each decision's coefficient (as float32) on the model tokens of its span, in one new (B, L) buffer.
 
-    The coefficients are painted into the prepared workspace, and for float32 CPU advantages
-    the sum is written over them. When every span holds model tokens only (the usual case)
-    the painted spans need no mask; otherwise the mask is rebuilt in a buffer of its own.
+    ``np.repeat`` writes the runs of :func:`_run_bounds` in one pass: 0 (+0.0) in the gaps and
+    each decision's float32 value, bit for bit, on its span. Where a span holds environment
+    tokens (not the usual case) the mask zeroes them. For float32 and float64 CPU advantages
+    the sum is written over the painted buffer (float64: into a new one), exactly as
+    ``A + value.to(A.dtype)``; other dtypes and devices go through torch.
     """
     if not bool(per_decision.any()):
         return advantages
-    spans_hold_model_tokens_only = torch.equal(prep.token_counts, segments.end - segments.start)
-    values = paint_spans(per_decision, segments, out=prep.workspace)
-    if advantages.dtype == torch.float32 and advantages.device.type == "cpu":
-        out = values  # the sum overwrites the painted coefficients
-    else:
-        values, out = values.to(device=advantages.device, dtype=advantages.dtype), None
-    if spans_hold_model_tokens_only:
-        return torch.add(advantages, values, out=out)
-    model_mask = model_mask_of(response_mask).to(device=values.device, dtype=values.dtype)
-    return torch.addcmul(advantages, values, model_mask, out=out)
+    runs = np.zeros(len(prep.bounds) - 1, dtype=np.float32)
+    runs[1::2] = per_decision.to(torch.float32).numpy()
+    painted = np.repeat(runs, np.diff(prep.bounds)).reshape(prep.model_mask.shape)
+    if not torch.equal(prep.token_counts, segments.end - segments.start):  # some span holds environment tokens
+        np.multiply(painted, prep.model_mask, out=painted)
+    on_cpu = advantages.device.type == "cpu" and not advantages.requires_grad
+    if on_cpu and advantages.dtype == torch.float32:
+        return torch.from_numpy(np.add(advantages.resolve_neg().numpy(), painted, out=painted))
+    if on_cpu and advantages.dtype == torch.float64:
+        return torch.from_numpy(np.add(advantages.resolve_neg().numpy(), painted))
+    values = torch.from_numpy(painted).to(device=advantages.device, dtype=advantages.dtype)
+    return torch.add(advantages, values)
 
 
 def add_intermediate_rewards(
@@ -99,10 +159,10 @@ def add_intermediate_rewards(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Return (rewards + alpha * z at each decision's last model token, statistics)."""
     prep = _prepare(segments, response_mask, config, step)
-    last = last_model_token(segments, model_mask_of(response_mask, out=prep.workspace))
+    last = last_model_token(segments, model_mask_of(response_mask))
     placed = last >= 0
     bonus = (config.reward_coef * prep.factor) * prep.label[placed].double()
-    shaped = torch.zeros(prep.workspace.shape, dtype=torch.float64)
+    shaped = torch.zeros(prep.model_mask.shape, dtype=torch.float64)
     shaped.index_put_((segments.sample[placed], last[placed]), bonus, accumulate=True)
     stats = prep.stats
     stats["arew/intermediate_reward_per_traj"] = float(bonus.sum() / max(segments.batch_size, 1))

@@ -21,15 +21,13 @@ def critique_stats(
     num_channels = len(CHANNELS)
     batch = max(segments.batch_size, 1)
     channel = segments.channel
-    # columns: -1, 0, +1 (labels are always one of them)
-    by_sign = torch.bincount(channel * 3 + label + 1, minlength=3 * num_channels).view(num_channels, 3).tolist()
-    changed = torch.bincount(channel, weights=(label != segments.label).double(), minlength=num_channels).tolist()
+    # one bincount over (trajectory, channel, sign): sign columns -1, 0, +1 (labels are always one of them)
+    code = (segments.sample * num_channels + channel) * 3 + (label + 1)
+    per_pair = torch.bincount(code, minlength=segments.batch_size * num_channels * 3).view(-1, num_channels, 3)
+    by_sign = per_pair.sum(dim=0).tolist()
+    changed = torch.bincount(channel.masked_select(label != segments.label), minlength=num_channels).tolist()
     # which (trajectory, channel) pairs hold a positive and which a negative critique
-    pair = segments.sample * num_channels + channel
-    has_pos = torch.zeros(segments.batch_size * num_channels, dtype=torch.bool)
-    has_pos.index_fill_(0, pair.masked_select(label == 1), True)
-    has_neg = torch.zeros_like(has_pos).index_fill_(0, pair.masked_select(label == -1), True)
-    has_pos, has_neg = has_pos.view(-1, num_channels), has_neg.view(-1, num_channels)
+    has_neg, has_pos = per_pair[:, :, 0] > 0, per_pair[:, :, 2] > 0
     two_sided = has_pos & has_neg
     # a trajectory is active when one of its P/N sets has both signs
     active = has_pos.any(dim=1) & has_neg.any(dim=1) if grouping == "pooled" else two_sided.any(dim=1)
@@ -46,7 +44,7 @@ def critique_stats(
         stats[f"arew/{name}/pos"] = float(pos)
         stats[f"arew/{name}/zero"] = float(zero)
         stats[f"arew/{name}/neg"] = float(neg)
-        stats[f"arew/{name}/changed_by_transforms"] = changed[index]
+        stats[f"arew/{name}/changed_by_transforms"] = float(changed[index])
         stats[f"arew/{name}/both_signs_frac"] = two_sided_per_channel[index] / batch
     stats["arew/both_signs_frac"] = int(active.sum()) / batch
     stats["arew/pos_tokens"] = pos_tokens

@@ -1,0 +1,104 @@
+"""The reweighting stage's (B, L) passes over the flattened records: token counts, painting, dtypes, aliasing."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arew.core import collect_segments, make_record, parse_config, reweight_advantages
+from arew.core.coefficients import decision_coefficients, span_totals
+from arew.core.records import CHANNELS
+from arew.core.reweight import _model_mask, _run_bounds, _span_model_tokens
+
+
+@st.composite
+def batches(draw):
+    """Spans that touch, start at 0 and end at the row's (and the batch's) last token; masks with odd values."""
+    batch = draw(st.integers(1, 4))
+    length = draw(st.integers(1, 25))
+    records, mask = [], []
+    for _ in range(batch):
+        cuts = sorted(draw(st.sets(st.integers(0, length), max_size=8)) | ({0, length} if draw(st.booleans()) else set()))
+        spans = [(a, b) for a, b in zip(cuts, cuts[1:]) if draw(st.integers(0, 3))]
+        records.append(
+            make_record(spans, [draw(st.sampled_from(CHANNELS)) for _ in spans], [draw(st.sampled_from([-1, 0, 1])) for _ in spans])
+            if spans or draw(st.booleans())
+            else None
+        )
+        mask.append([draw(st.sampled_from([0.0, 1.0, 1.0, 2.5, -1.0, float("nan")])) for _ in range(length)])
+    return collect_segments(records, [length] * batch), torch.tensor(mask)
+
+
+def _counts(segments, mask):
+    model_mask = _model_mask(mask)
+    return _span_model_tokens(model_mask, _run_bounds(segments, mask.shape[1], mask.numel()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=batches())
+def test_span_counts_match_the_prefix_sums(data):
+    segments, mask = data
+    expected, total = span_totals(segments, (mask > 0).float().cumsum(dim=1))
+    counts = _counts(segments, mask)
+    assert counts.dtype == torch.long and torch.equal(counts, expected)
+    assert float(np.count_nonzero(_model_mask(mask))) == total
+
+
+@pytest.mark.parametrize("length", [2**16 - 1, 2**16, 70_000])
+def test_span_counts_of_long_rows(length):
+    spans = [(0, length // 3), (length // 3, length - 1), (length - 1, length)]
+    segments = collect_segments([make_record(spans, ["as", "bt", "as"], [1, -1, 1]), None], [length, length])
+    mask = torch.ones(2, length)
+    mask[0, 5] = 0
+    assert _counts(segments, mask).tolist() == [length // 3 - 1, length - 1 - length // 3, 1]
+
+
+@pytest.mark.parametrize(
+    "dtype, mask_dtype",
+    [(torch.float32, torch.bool), (torch.float64, torch.int64), (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32)],
+)
+def test_every_dtype_gets_base_plus_the_float32_coefficient(dtype, mask_dtype):
+    records = [make_record([(0, 3), (3, 5), (6, 8)], ["as", "as", "bt"], [1, -1, 1]), make_record([(1, 4)], ["bt"], [-1])]
+    segments = collect_segments(records, [8, 8])
+    mask = torch.tensor([[1, 1, 0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 0, 0, 1]]).to(mask_dtype)
+    config = parse_config({"grouping": "separate", "lam_as": 1 / 3, "lam_bt": 0.7})
+    counts, _ = span_totals(segments, (mask > 0).float().cumsum(dim=1))
+    coef = decision_coefficients(segments.label, segments, config.grouping, config.weighting, config.channel_lambdas(), counts)
+    base = torch.randn(2, 8).to(dtype)
+    expected = base.clone()
+    for k, (b, start, end) in enumerate(zip(*(getattr(segments, f).tolist() for f in ("sample", "start", "end")))):
+        for t in range(start, end):
+            if mask[b, t] > 0:
+                expected[b, t] = base[b, t] + coef[k].float().to(dtype)
+    out, _ = reweight_advantages(base, mask, segments, config, 0)
+    assert out.dtype == dtype and torch.equal(out, expected)
+
+
+def test_strided_and_grad_requiring_advantages():
+    segments = collect_segments([make_record([(0, 2), (2, 4)], ["as", "as"], [1, -1])] * 3, [4] * 3)
+    mask = torch.ones(3, 4)
+    base = torch.randn(4, 3).t()  # not contiguous
+    out, _ = reweight_advantages(base, mask, segments, parse_config({"lam": 0.5}), 0)
+    assert torch.equal(out, base + torch.tensor([0.5, 0.5, -0.5, -0.5]))
+    leaf = base.clone().requires_grad_()
+    out, _ = reweight_advantages(leaf, mask, segments, parse_config({"lam": 0.5}), 0)
+    assert out.requires_grad and torch.equal(out.detach(), base + torch.tensor([0.5, 0.5, -0.5, -0.5]))
+
+
+def test_the_result_shares_memory_with_nothing():
+    """GRPO's base returns one tensor as advantages and returns; neither may change, and no buffer is reused."""
+    segments = collect_segments([make_record([(0, 2), (2, 4)], ["as", "bt"], [1, -1])] * 2, [6, 6])
+    mask = torch.ones(2, 6)
+    config = parse_config({"grouping": "pooled"})
+    advantages = torch.randn(2, 6)
+    returns = advantages  # what verl's GRPO hands back
+    kept = advantages.clone()
+    first, _ = reweight_advantages(advantages, mask, segments, config, 0)
+    second, _ = reweight_advantages(advantages, mask, segments, config, 0)
+    assert torch.equal(advantages, kept) and torch.equal(returns, kept)
+    assert torch.equal(first, second) and not torch.equal(first, kept)
+    pointers = {t.untyped_storage().data_ptr() for t in (first, second, advantages, mask)}
+    assert len(pointers) == 4
+    first.zero_()
+    assert torch.equal(second, reweight_advantages(advantages, mask, segments, config, 0)[0])
