@@ -71,7 +71,7 @@ def test_grpo_steps_log_arew_and_episode_metrics(grpo):
     assert [s["step"] for s in grpo.steps] == [1, 2]
     for step in grpo.steps:
         for key in ("arew/as/pos", "arew/bt/neg", "arew/both_signs_frac", "arew/abs_coef_per_token",
-                    "episode/decisions/mean", "episode/proxy_i_as/mean", "episode/response_tokens/mean"):  # fmt: skip
+                    "episode/decisions/mean", "episode/proxy_i_as_nats/mean", "episode/response_tokens/mean"):  # fmt: skip
             assert key in step, key
         assert step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
         assert step["arew/records_dropped"] == 0 and step["arew/samples_without_records"] == 0
@@ -82,7 +82,7 @@ def test_grpo_steps_log_arew_and_episode_metrics(grpo):
 def test_validation_logs_per_data_source(grpo):
     assert grpo.validation["step"] == 0
     assert "val-core/arew/pe-g-s2/reward/mean@1" in grpo.validation
-    assert any(key.startswith("val-aux/arew/pe-g-s2/proxy_i_as") for key in grpo.validation)
+    assert any(key.startswith("val-aux/arew/pe-g-s2/proxy_i_as_nats") for key in grpo.validation)
 
 
 def test_rollout_follows_the_actor_weights(grpo):
