@@ -811,7 +811,7 @@ class LLMCustomer:
 
 # ---- options ---------------------------------------------------------------------------------
 _DOCS = {
-    "url": "base URL of the customer's OpenAI-compatible server, which must do tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser)",
+    "url": "base URL of the customer's OpenAI-compatible server, which must do tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser); replicas: comma-separated",
     "model": "served model name of the customer",
     "timeout": "seconds per request attempt, the wait for a concurrency slot included",
     "max_retries": "further attempts after a timeout, refused connection or HTTP 408/429/5xx",

@@ -7,7 +7,7 @@ Environments take the user's settings as flat options (``make_env(..., **options
 option                       default                          meaning
 ===========================  ===============================  =========================================
 ``user``                     ``"offline"``                    ``"offline"`` (lexical) or ``"llm"``
-``user_url``                 ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL
+``user_url``                 ``"http://127.0.0.1:8000/v1"``   OpenAI-compatible base URL (replicas: comma-separated)
 ``user_model``               ``"Qwen/Qwen2.5-14B-Instruct"``  served model name
 ``user_timeout``             ``15.0``                         seconds per attempt, slot wait included
 ``user_max_retries``         ``2``                            further attempts after a failed one
