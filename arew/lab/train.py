@@ -167,7 +167,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
 
     group = config.group_size if variant.base == "grpo" else 1
     log = []
-    for step in range(config.steps):
+    for step in range(1, config.steps + 1):  # 1-based, like verl's trainer global step
         t0 = time.perf_counter()
         tasks = np.repeat(rng.choice(len(train_rows), config.episodes_per_step // group, replace=False), group)
         ro = rollout(

@@ -73,7 +73,7 @@ def test_raw_logs_and_config_parse(quick_run):
                 reader = csv.DictReader(f)
                 rows = list(reader)
             assert tuple(reader.fieldnames) == LOG_COLUMNS
-            assert [int(r["step"]) for r in rows] == list(range(QUICK["steps"]))
+            assert [int(r["step"]) for r in rows] == list(range(1, QUICK["steps"] + 1))
             payload = json.loads((quick_run / "runs" / name / f"seed{seed}.json").read_text())
             assert payload["variant"] == name and payload["seed"] == seed
             assert list(payload["final"]) == list(FINAL_COLUMNS)
