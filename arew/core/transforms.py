@@ -1,7 +1,7 @@
 """Critique transforms for the paper's robustness studies (SPEC section 1).
 
 Applied in a fixed order to the batch's labels, before they become coefficients:
-window (keep the first/last fraction of each trajectory's decisions, fill the rest),
+window (keep the first/last fraction of each trajectory's turns, fill the rest),
 channel selection, random sign flips (alpha), and negative-to-positive flips (p).
 Randomness comes from a generator seeded by (noise.seed, global step), one draw per decision
 made in the samples' noise order (``Segments.noise_order``), so a run is reproducible and a
@@ -24,15 +24,38 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return generator
 
 
+def turn_index(segments: Segments) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1-based turn of each decision, number of turns of its trajectory).
+
+    A turn is an action decision (AS) and the update decisions (BT) that follow it, so the
+    final answer, a BT decision, belongs to the last turn; BT decisions before a trajectory's
+    first AS decision count toward turn 1. In action-only tasks (tau2) every decision is its
+    own turn. Computed from a running count of AS decisions per sample (decisions are sorted
+    by sample, then start).
+    """
+    is_as = (segments.channel == CHANNEL_INDEX["as"]).long()
+    as_per_sample = torch.zeros(segments.batch_size, dtype=torch.long).index_add_(0, segments.sample, is_as)
+    before = torch.cumsum(as_per_sample, 0) - as_per_sample  # AS decisions of the earlier samples
+    turn = (torch.cumsum(is_as, 0) - before.index_select(0, segments.sample)).clamp(min=1)
+    n_turns = as_per_sample.clamp(min=1).index_select(0, segments.sample)
+    return turn, n_turns
+
+
 def apply_window(segments: Segments, keep: str, fraction: float, fill: int) -> torch.Tensor:
-    """Keep the first or last ``ceil(fraction * n)`` decisions' labels of each trajectory; set the rest to ``fill``."""
+    """Keep the labels of the first or last ``ceil(fraction * n_turns)`` turns of each trajectory; set the rest to ``fill``.
+
+    Turns as in :func:`turn_index` (the paper's Fig. 8 keeps 40% of the interaction turns'
+    critiques): in a 10-turn episode of 21 decisions (10 AS/BT pairs and the final answer),
+    ``first`` keeps turns 1-4 (decisions 1-8) and ``last`` turns 7-10 (decisions 13-21).
+    ``fill`` replaces every label outside the window, zeros included.
+    """
     label = segments.label
     if keep == "all":
         return label
-    n = segments.count
-    kept = torch.ceil(fraction * n.double()).long()
-    rank = segments.rank
-    inside = rank < kept if keep == "first" else rank >= n - kept
+    turn, n_turns = turn_index(segments)
+    # the tolerance keeps e.g. 0.3 * 10 = 3.0000000000000004 at 3 turns
+    kept = torch.ceil(fraction * n_turns.double() - 1e-9).long()
+    inside = turn <= kept if keep == "first" else turn > n_turns - kept
     return torch.where(inside, label, torch.full_like(label, fill))
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from arew.core import collect_segments, make_record, parse_config
-from arew.core.transforms import transform_labels
+from arew.core.transforms import apply_window, transform_labels, turn_index
 
 
 def _segments(labels_per_sample, channels=None):
@@ -16,12 +16,55 @@ def _segments(labels_per_sample, channels=None):
 
 
 def test_window_first_last_and_fill():
+    # channels as, bt, as, bt, as: turns 1, 1, 2, 2, 3; the second sample (as, bt) is one turn
     seg = _segments([[1, -1, 1, -1, 1], [1, 1]])
-    # ceil(0.4 * 5) = 2, ceil(0.4 * 2) = 1
+    # ceil(0.4 * 3) = 2 turns, ceil(0.4 * 1) = 1 turn
     first = transform_labels(seg, parse_config({"window": {"keep": "first"}}), 0)
-    assert first.tolist() == [1, -1, 0, 0, 0, 1, 0]
+    assert first.tolist() == [1, -1, 1, -1, 0, 1, 1]
     last = transform_labels(seg, parse_config({"window": {"keep": "last", "fill": -1}}), 0)
-    assert last.tolist() == [-1, -1, -1, -1, 1, -1, 1]
+    assert last.tolist() == [-1, -1, 1, -1, 1, 1, 1]
+
+
+def _ten_turns():
+    # 10 turns of (action, update) and the final answer (BT): 21 decisions, all +1
+    return _segments([[1] * 21], ["as", "bt"] * 10 + ["bt"])
+
+
+def test_window_counts_turns_not_decisions():
+    seg = _ten_turns()
+    turn, n_turns = turn_index(seg)
+    assert turn.tolist() == [t for t in range(1, 11) for _ in (0, 1)] + [10]
+    assert n_turns.tolist() == [10] * 21
+    # the paper's 40% of 10 turns: 4 turns either way (by decisions it was 9 of 21: turns 1-5 / 7-10)
+    first = apply_window(seg, "first", 0.4, 0)
+    assert first.tolist() == [1] * 8 + [0] * 13  # turns 1-4
+    last = apply_window(seg, "last", 0.4, 0)
+    assert last.tolist() == [0] * 12 + [1] * 9  # turns 7-10, the final answer included
+
+
+def test_window_fill_replaces_everything_outside():
+    seg = _segments([[0, 1, -1, 0, 1, -1, 0]], ["as", "bt"] * 3 + ["bt"])  # 3 turns, ceil(1.2) = 2
+    assert apply_window(seg, "last", 0.4, 1).tolist() == [1, 1, -1, 0, 1, -1, 0]
+    assert apply_window(seg, "first", 0.4, -1).tolist() == [0, 1, -1, 0, -1, -1, -1]
+    assert apply_window(seg, "all", 0.4, 1).tolist() == [0, 1, -1, 0, 1, -1, 0]
+
+
+def test_window_action_only_every_decision_is_a_turn():
+    seg = _segments([[1, -1, 1, -1, 1, -1, 1, -1, 1, -1], [1, 1, 1]], ["as"] * 10)  # tau2: AS only
+    assert turn_index(seg)[0].tolist() == list(range(1, 11)) + [1, 2, 3]
+    # ceil(0.3 * 10) = 3 (not 4 from 3.0000000000000004), ceil(0.3 * 3) = 1
+    assert apply_window(seg, "first", 0.3, 0).tolist() == [1, -1, 1] + [0] * 7 + [1, 0, 0]
+    assert apply_window(seg, "last", 0.3, 0).tolist() == [0] * 7 + [-1, 1, -1] + [0, 0, 1]
+
+
+def test_window_updates_before_the_first_action_join_turn_one():
+    seg = _segments([[1, 1, 1, 1, 1], [], [1, 1]], ["bt", "as", "bt", "as", "bt"])
+    turn, n_turns = turn_index(seg)
+    assert turn.tolist() == [1, 1, 1, 2, 2, 1, 1]
+    assert n_turns.tolist() == [2] * 5 + [1, 1]  # the last sample (bt, as) is one turn
+    assert apply_window(seg, "first", 0.5, 0).tolist() == [1, 1, 1, 0, 0, 1, 1]
+    assert apply_window(seg, "last", 0.5, 0).tolist() == [0, 0, 0, 1, 1, 1, 1]
+    assert apply_window(seg, "last", 0.0, 0).tolist() == [0] * 7
 
 
 def test_channel_selection():
