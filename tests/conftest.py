@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from arew.tiny_models import build_chat_tokenizer, build_tiny_model
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+@pytest.fixture(scope="session")
+def process_alive():
+    """Whether a process id names a running process (a zombie waiting for its parent does not count)."""
+    return _process_alive
 
 
 @pytest.fixture(scope="session")

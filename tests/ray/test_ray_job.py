@@ -65,17 +65,8 @@ def _cluster_processes(temp_dir: str) -> set[int]:
     return ours
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "State:\tZ" in status.read_text())
-
-
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(process_alive):
     temp_dir = tempfile.mkdtemp(prefix="arew-ray-")  # short: Ray's socket paths must fit in 107 bytes
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}:{os.environ['PATH']}"}  # a loopback-only cluster
     dashboard = _free_port()
@@ -94,10 +85,10 @@ def cluster():
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 20
-        while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        while any(process_alive(pid) for pid in started) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in started:
-            if _alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -130,7 +121,7 @@ def test_failed_job_returns_non_zero(cluster, tmp_path):
     assert result.returncode == 1 and "job arew-test-fails FAILED" in result.stderr
 
 
-def test_mediq_with_the_user_server_as_a_ray_service(cluster, tmp_path, mediq_source):
+def test_mediq_with_the_user_server_as_a_ray_service(cluster, tmp_path, mediq_source, process_alive):
     """The agent asks a question every turn (scripted model), so the patient is called: by the stand-in
     server the service started on the cluster's second GPU, which is stopped when the run ends."""
     question = "<interact>Do you have a fever?</interact>"
@@ -151,13 +142,13 @@ def test_mediq_with_the_user_server_as_a_ray_service(cluster, tmp_path, mediq_so
     assert requests and set(requests) == {"Qwen/Qwen2.5-14B-Instruct"}  # the task's user_model, served by the stand-in
     assert step["episode/proxy_user_requests/mean"] > 0 and step["episode/proxy_user_fallbacks/mean"] == 0
     pids = [int(p) for p in (fake_dir / "pids").read_text().split()]
-    assert len(pids) == 1 and not _alive(pids[0])  # stopped at the end of the run
+    assert len(pids) == 1 and not process_alive(pids[0])  # stopped at the end of the run
     log = (tmp_path / "run" / "main_ppo.log").read_text()
     assert re.search(r"arew_user_service: 1 replica\(s\) of Qwen/Qwen2.5-14B-Instruct healthy at http://[\d.]+:\d+/v1", log)
     assert "arew_user_service: user server stopped (1 replica(s))" in log
 
 
-def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source):
+def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source, process_alive):
     """``ray job stop`` while the job's user server is up: the job ends STOPPED, the stand-in server's
     process is gone and the service's placement group is removed (no training step is needed)."""
     from ray.util.state import list_placement_groups
@@ -179,7 +170,7 @@ def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source):
             time.sleep(0.5)
         assert up, f"the user server never came up; submit exited {submit.poll()}"
         [pid] = [int(p) for p in (fake_dir / "pids").read_text().split()]
-        assert _alive(pid) and healthy(up.group(1) + "/health")
+        assert process_alive(pid) and healthy(up.group(1) + "/health")
         [group] = [g for g, state in _user_groups(cluster, list_placement_groups).items() if state == "CREATED"]
         stop = subprocess.run([str(BIN / "ray"), "job", "stop", "--address", cluster["RAY_ADDRESS"], job_id],
                               env=cluster, capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -190,9 +181,9 @@ def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source):
             submit.kill()
     assert submit.returncode == 1 and f"job {job_id} STOPPED" in stderr
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (_alive(pid) or _user_groups(cluster, list_placement_groups).get(group, "REMOVED") != "REMOVED"):
+    while time.monotonic() < deadline and (process_alive(pid) or _user_groups(cluster, list_placement_groups).get(group, "REMOVED") != "REMOVED"):
         time.sleep(0.5)
-    assert not _alive(pid)  # the server died with its actor
+    assert not process_alive(pid)  # the server died with its actor
     assert _user_groups(cluster, list_placement_groups).get(group, "REMOVED") == "REMOVED"  # its GPU is free again
 
 

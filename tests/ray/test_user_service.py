@@ -40,15 +40,6 @@ def wait_for(predicate, what: str, limit: float = 60.0):
     raise AssertionError(f"gave up waiting for {what}")
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "State:\tZ" in status.read_text())
-
-
 @pytest.fixture(scope="module")
 def local_ray():
     ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
@@ -60,7 +51,7 @@ def settings(**changes) -> ServiceSettings:
     return ServiceSettings(**{"mode": "ray", "startup_timeout": 60.0, "poll_interval": 0.2, "cpus_per_replica": 0.5, **changes})
 
 
-def test_dead_server_is_restarted_on_the_same_url_and_counted(local_ray, tmp_path):
+def test_dead_server_is_restarted_on_the_same_url_and_counted(local_ray, tmp_path, process_alive):
     service = UserService(settings(command=fake_command(tmp_path), max_restarts=2), "fake-patient", str(tmp_path / "logs"))
     [url] = service.start()
     try:
@@ -77,11 +68,11 @@ def test_dead_server_is_restarted_on_the_same_url_and_counted(local_ray, tmp_pat
         assert pids == [first, status["pid"]]
     finally:
         service.stop()
-    assert not alive(pids[-1])
+    assert not process_alive(pids[-1])
     wait_for(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
 
 
-def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_path):
+def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_path, process_alive):
     service = UserService(settings(command=fake_command(tmp_path), replicas=2, max_restarts=1), "fake-patient", str(tmp_path / "logs"))
     urls = service.start()
     try:
@@ -96,7 +87,7 @@ def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_pa
         assert service.metrics() == {"user_service/restarts": 1.0, "user_service/replicas_up": 2.0}
     finally:
         service.stop()
-    assert not any(alive(s["pid"]) for s in after)
+    assert not any(process_alive(s["pid"]) for s in after)
     wait_for(lambda: ray.available_resources().get("GPU") == 2, "both bundles to be released")
 
 
@@ -130,12 +121,12 @@ class Owner:
         return self.service.status()[0]["pid"]
 
 
-def test_server_dies_with_its_owner(local_ray, tmp_path):
+def test_server_dies_with_its_owner(local_ray, tmp_path, process_alive):
     owner = Owner.remote()
     pid = ray.get(owner.start.remote(str(tmp_path)))
-    assert alive(pid)
+    assert process_alive(pid)
     ray.kill(owner)  # no stop(): Ray kills the owner's actors, the server goes with its actor
-    wait_for(lambda: not alive(pid), "the server to die with its actor")
+    wait_for(lambda: not process_alive(pid), "the server to die with its actor")
     # the placement group belongs to the job: Ray removes it when the job ends; this one goes on
     for group_id, group in ray.util.placement_group_table().items():
         if group["name"].startswith("arew_user_service") and group["state"] == "CREATED":

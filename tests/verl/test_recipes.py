@@ -106,7 +106,7 @@ def test_train_script_prepares_data_and_calls_verl(tmp_path):
     assert args[-4:] == ["task=pe-f-d6", "algo=gspo", "variant=as_only", "trainer.total_training_steps=3"]
 
 
-def test_train_script_starts_the_user_server_for_mediq(tmp_path):
+def test_train_script_starts_the_user_server_for_mediq(tmp_path, process_alive):
     """MediQ: data from the given jsonl, a healthy user server started first, its URL handed to training."""
     import json
     import sys
@@ -151,18 +151,9 @@ def test_train_script_starts_the_user_server_for_mediq(tmp_path):
     assert "task=mediq" in args
     pid = int((tmp_path / "runs" / "user_server" / "server.pid").read_text())
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:  # the recipe stops the server it started
+    while process_alive(pid) and time.monotonic() < deadline:  # the recipe stops the server it started
         time.sleep(0.1)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return not (status.exists() and "State:\tZ" in status.read_text())
+    assert not process_alive(pid)
 
 
 def _train_sh_args(tmp_path, task, extra_env, mediq_source=None):

@@ -151,8 +151,6 @@ class _RandomCustomer:
         self.repaired = False
 
     async def reply(self, agent_message, device):
-        from envs.tau2.env import DeviceResult  # noqa: F401  (the shape the device returns)
-
         for _ in range(self.rng.randrange(0, 3)):
             text = _random_call(self.rng, self.specs, self.pool)
             body = json.loads(text[len("<interact>") : -len("</interact>")])
