@@ -114,7 +114,7 @@ def reweight_advantages(
     prep = _prepare(segments, response_mask, config, step)
     lambdas = tuple(prep.factor * lam for lam in config.channel_lambdas())
     per_decision = decision_coefficients(
-        prep.label, segments, config.grouping, config.weighting, lambdas, prep.token_counts
+        prep.label, segments, config.grouping, config.weighting, lambdas, prep.token_counts, config.negatives
     )
     magnitude = per_decision.abs()
     stats = prep.stats

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
-from arew.core.coefficients import decision_coefficients, group_ids, model_token_counts, paint_spans
+from arew.core.coefficients import decision_coefficients, group_ids, model_token_counts
 from arew.core.records import CHANNELS
 
 
@@ -27,19 +27,11 @@ def _token_change(records, lengths, mask, **config):
     return out - base
 
 
-def _painted(records, lengths, mask, **config):
-    """Each decision's coefficient on its model tokens; for ``negatives``, which reweight_advantages does not pass on."""
-    segments = collect_segments(records, lengths)
-    coef = _coefficients(records, lengths, mask, **config)
-    return paint_spans(coef, segments, out=torch.empty(mask.shape)) * mask
-
-
 def _check(records, mask, coefficients, tokens, **config):
     lengths = [mask.shape[1]] * len(records)
     expected_coef = torch.tensor(coefficients, dtype=torch.float64)
     torch.testing.assert_close(_coefficients(records, lengths, mask, **config), expected_coef)
-    change = _token_change if config.get("negatives", "full") == "full" else _painted
-    torch.testing.assert_close(change(records, lengths, mask, **config), torch.tensor(tokens), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(_token_change(records, lengths, mask, **config), torch.tensor(tokens), atol=1e-6, rtol=1e-6)
 
 
 # + (3 model tokens), - (2 tokens, one of them an environment token), + (1), 0 (2), - (1); token 9 is outside every span
