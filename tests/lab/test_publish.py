@@ -1,0 +1,92 @@
+"""``python -m arew.lab.publish``: the marked README blocks, and nothing else, come from a run."""
+
+import json
+from dataclasses import asdict, replace
+
+import pytest
+
+from arew.lab.config import LabConfig
+from arew.lab.publish import TARGETS, PublishError, main, publish, summary_table
+
+RESULTS = (
+    "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward "
+    "| train reward (final) | steps to vanilla's final | steps to reward 0.5 |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| ppo-vanilla | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.4 ± 0.0 | 0.5 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | 0.8 "
+    "| 4 (3/3) | never (0/3) |\n"
+    "| ppo-as | 0.9 ± 0.1 | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 0.8 "
+    "| 4 (3/3) | 56 (3/3) |\n"
+)
+SUMMARY = (
+    "| variant | reward | AS proxy | BT proxy | I_AS (nats) | oracle reward | steps to reward 0.5 |\n"
+    "|---|---|---|---|---|---|---|\n"
+    "| ppo-vanilla | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | never (0/3) |\n"
+    "| ppo-as | 0.9 ± 0.1 | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 56 (3/3) |\n"
+)
+LAB_README = "# lab\n\nintro 0.850 ± 0.048\n\n<!-- lab:default:start -->\n| old | table |\n|---|---|\n<!-- lab:default:end -->\n\nafter\n"
+MAIN_README = "top\n<!-- lab:default-summary:start -->\nstale\n<!-- lab:default-summary:end -->\ntail, no newline"
+
+
+def _run(tmp_path, config=None):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.md").write_text(RESULTS)
+    (run / "config.json").write_text(json.dumps({"config": asdict(config or LabConfig()), "wall_seconds": 1.0}))
+    return run
+
+
+def _readmes(tmp_path):
+    lab, top = tmp_path / "lab.md", tmp_path / "top.md"
+    lab.write_text(LAB_README)
+    top.write_text(MAIN_README)
+    return lab, top
+
+
+def test_replaces_exactly_the_marked_blocks(tmp_path):
+    run, (lab, top) = _run(tmp_path), _readmes(tmp_path)
+    publish(run, (lab, top))
+    before, after = LAB_README.split("<!-- lab:default:start -->\n")[0], LAB_README.split("<!-- lab:default:end -->")[1]
+    assert lab.read_text() == before + "<!-- lab:default:start -->\n" + RESULTS + "<!-- lab:default:end -->" + after
+    assert top.read_text() == (
+        "top\n<!-- lab:default-summary:start -->\n" + SUMMARY + "<!-- lab:default-summary:end -->\ntail, no newline"
+    )
+    publish(run, (lab, top))  # idempotent
+    assert lab.read_text().count(RESULTS) == 1 and top.read_text().count(SUMMARY) == 1
+
+
+def test_summary_keeps_the_cells():
+    assert summary_table(RESULTS) == SUMMARY
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no markers at all\n",
+        "<!-- lab:default:start -->\nno end\n",
+        "no start\n<!-- lab:default:end -->\n",
+        "<!-- lab:default:start -->\na\n<!-- lab:default:end -->\n<!-- lab:default:start -->\nb\n<!-- lab:default:end -->\n",
+    ],
+)
+def test_missing_or_broken_markers_fail_and_write_nothing(tmp_path, text):
+    run, (lab, top) = _run(tmp_path), _readmes(tmp_path)
+    broken = tmp_path / "broken.md"
+    broken.write_text(text)
+    with pytest.raises(PublishError, match="broken.md"):
+        publish(run, (lab, broken))
+    assert lab.read_text() == LAB_README and broken.read_text() == text  # checked before any write
+
+
+def test_refuses_a_run_that_is_not_the_default_study(tmp_path):
+    run, (lab, top) = _run(tmp_path, replace(LabConfig(), steps=6)), _readmes(tmp_path)
+    with pytest.raises(PublishError, match="steps"):
+        publish(run, (lab,))
+    publish(run, (lab,), any_config=True)
+    assert RESULTS in lab.read_text()
+    with pytest.raises(SystemExit, match="not the default study"):
+        main([str(run), "--readme", str(lab)])
+
+
+def test_the_repository_readmes_carry_the_markers():
+    lab, top = TARGETS
+    assert "<!-- lab:default:start -->" in lab.read_text() and "<!-- lab:default:end -->" in lab.read_text()
+    assert "<!-- lab:default-summary:start -->" in top.read_text() and "<!-- lab:default-summary:end -->" in top.read_text()
