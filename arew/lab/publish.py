@@ -1,7 +1,7 @@
 """``python -m arew.lab.publish RUN_DIR``: write a default ``arew lab`` run's table into the READMEs.
 
 The published lab numbers are generated, never typed: each README holds its table between
-two markers, and this command replaces exactly the text between them with the run's
+two markers, each on its own line (a marker quoted inside a line is text), and this command replaces exactly the text between them with the run's
 ``results.md`` (nothing else in the file changes)::
 
     <!-- lab:default:start -->          arew/lab/README.md: results.md as `arew lab` prints it
@@ -66,7 +66,8 @@ def replace_block(text: str, name: str, content: str) -> str:
     start, end = _markers(name)
     pattern = re.compile(rf"(^{re.escape(start)}[ \t]*\n)(.*?)(^{re.escape(end)}[ \t]*$)", re.M | re.S)
     found = pattern.findall(text)
-    if len(found) != 1 or text.count(start) != 1 or text.count(end) != 1:
+    starts, ends = (len(re.findall(rf"^{re.escape(m)}[ \t]*$", text, re.M)) for m in (start, end))
+    if len(found) != 1 or starts != 1 or ends != 1:
         raise PublishError(f"expected one {start} ... {end} block (each marker on its own line), found {len(found)}")
     return pattern.sub(lambda m: m.group(1) + content + m.group(3), text)
 
@@ -77,7 +78,7 @@ def blocks_for(results_md: str) -> dict[str, str]:
 
 def publish_text(text: str, blocks: dict[str, str]) -> str:
     """Replace every block of ``blocks`` present in ``text``; at least one must be."""
-    present = [name for name in blocks if _markers(name)[0] in text or _markers(name)[1] in text]
+    present = [name for name in blocks if any(re.search(rf"^{re.escape(m)}", text, re.M) for m in _markers(name))]
     if not present:
         names = ", ".join(_markers(name)[0] for name in blocks)
         raise PublishError(f"no lab table markers ({names}) found")

@@ -23,7 +23,7 @@ SUMMARY = (
     "| ppo-vanilla | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | never (0/3) |\n"
     "| ppo-as | 0.9 ± 0.1 | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 56 (3/3) |\n"
 )
-LAB_README = "# lab\n\nintro 0.850 ± 0.048\n\n<!-- lab:default:start -->\n| old | table |\n|---|---|\n<!-- lab:default:end -->\n\nafter\n"
+LAB_README = "# lab\n\nintro 0.850 ± 0.048, see `<!-- lab:default:start -->`\n\n<!-- lab:default:start -->\n| old | table |\n|---|---|\n<!-- lab:default:end -->\n\nafter\n"
 MAIN_README = "top\n<!-- lab:default-summary:start -->\nstale\n<!-- lab:default-summary:end -->\ntail, no newline"
 
 
@@ -46,6 +46,7 @@ def test_replaces_exactly_the_marked_blocks(tmp_path):
     run, (lab, top) = _run(tmp_path), _readmes(tmp_path)
     publish(run, (lab, top))
     before, after = LAB_README.split("<!-- lab:default:start -->\n")[0], LAB_README.split("<!-- lab:default:end -->")[1]
+    assert "see `<!-- lab:default:start -->`" in before  # a marker quoted in prose is text
     assert lab.read_text() == before + "<!-- lab:default:start -->\n" + RESULTS + "<!-- lab:default:end -->" + after
     assert top.read_text() == (
         "top\n<!-- lab:default-summary:start -->\n" + SUMMARY + "<!-- lab:default-summary:end -->\ntail, no newline"
@@ -62,6 +63,7 @@ def test_summary_keeps_the_cells():
     "text",
     [
         "no markers at all\n",
+        "only quoted: `<!-- lab:default:start -->` and `<!-- lab:default:end -->`\n",
         "<!-- lab:default:start -->\nno end\n",
         "no start\n<!-- lab:default:end -->\n",
         "<!-- lab:default:start -->\na\n<!-- lab:default:end -->\n<!-- lab:default:start -->\nb\n<!-- lab:default:end -->\n",
