@@ -26,6 +26,33 @@ def process_alive():
     return _process_alive
 
 
+@pytest.fixture
+async def chat_server():
+    """``await chat_server(handler)`` serves ``handler`` as a loopback chat-completions endpoint and
+    returns its base URL; each under a path of its own, so that the process-wide circuit breaker of
+    one test's endpoint never meets another test that gets the same port. Stopped after the test."""
+    import uuid
+
+    from aiohttp import web
+
+    runners = []
+
+    async def start(handler) -> str:
+        app = web.Application()
+        prefix = f"/{uuid.uuid4().hex}/v1"
+        app.router.add_post(prefix + "/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}{prefix}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
 @pytest.fixture(scope="session")
 def chat_tokenizer():
     return build_chat_tokenizer()

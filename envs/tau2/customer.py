@@ -640,6 +640,8 @@ class _Turn:
         if tool in _TOGGLE_STATE:
             direction = None if re.search(r"\btoggl\w*", window) else _direction(window)
             if direction is not None:
+                if self.calls + 2 > self.customer.max_tool_steps:
+                    return ""  # no room to look before switching: the intent is dropped, like the ones after a full turn
                 read_tool, pattern = _TOGGLE_STATE[tool]
                 state = self.call(read_tool, {})
                 found = pattern.search(state.content.lower()) if not state.error else None

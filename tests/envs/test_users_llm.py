@@ -58,24 +58,12 @@ class FakeServer:
 
 
 @pytest.fixture
-async def serve():
-    runners = []
-
+def serve(chat_server):
     async def start(script):
         server = FakeServer(script)
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", server.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        port = site._server.sockets[0].getsockname()[1]
-        return server, f"http://127.0.0.1:{port}/v1"
+        return server, await chat_server(server.handle)
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 def free_port():

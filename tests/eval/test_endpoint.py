@@ -5,7 +5,6 @@ the open circuit, and option errors."""
 import asyncio
 import math
 import time
-import uuid
 
 import pytest
 from aiohttp import web
@@ -72,26 +71,12 @@ def slow(seconds, body):
 
 
 @pytest.fixture
-async def serve():
-    """Starts fake servers, each under a path of its own: the process-wide breaker of one test's
-    endpoint never meets another test that gets the same port."""
-    runners = []
-
+def serve(chat_server):
     async def start(script):
         server = FakeServer(script)
-        app = web.Application()
-        prefix = f"/{uuid.uuid4().hex}/v1"
-        app.router.add_post(prefix + "/chat/completions", server.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        return server, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}{prefix}"
+        return server, await chat_server(server.handle)
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 def endpoint(url, **settings):

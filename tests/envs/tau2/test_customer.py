@@ -232,6 +232,16 @@ def test_offline_never_raises(base_tasks, messages):
         assert len(device.calls) <= customer.max_tool_steps
 
 
+def test_a_switch_that_must_look_first_never_exceeds_the_tool_step_bound(base_tasks):
+    """Turning something on or off takes a reading and then the switch: two calls for one intent."""
+    task = base_tasks[0]
+    for bound in range(1, 6):
+        device = TelecomDevice(task)
+        customer = OfflineCustomer(task, max_tool_steps=bound)
+        customer.respond("Please turn on wifi, turn off airplane mode, turn on mobile data and turn on roaming.", device)
+        assert 0 < len(device.calls) <= bound
+
+
 @settings(max_examples=60, deadline=None)
 @given(message=st.one_of(st.none(), st.integers(), st.text(min_size=1, max_size=40).map(lambda s: s * (6000 // len(s)))))
 def test_offline_takes_any_object(message):
@@ -316,23 +326,12 @@ class FakeServer:
 
 
 @pytest.fixture
-async def serve():
-    runners = []
-
+def serve(chat_server):
     async def start(script):
         server = FakeServer(script)
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", server.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        return server, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+        return server, await chat_server(server.handle)
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 def llm(task, url, **kw):
