@@ -37,7 +37,6 @@ _CLASSES.update({name: lambda: FloDialEnv for name in FLODIAL_VARIANTS})
 _CLASSES.update({name: _tau2_env for name in TAU2_TASKS})
 TASKS: tuple[str, ...] = tuple(_CLASSES)
 
-TAU2_SOURCE_HELP = "the tau2 task set: base (default: tau2's train 74 / test 40 split), small or full"
 # the tasks whose raw data must be given (tau2 ships its own)
 SOURCE_HELP = {
     MEDIQ: "a MediQ jsonl file (e.g. all_dev_good.jsonl) or its http(s) URL",

@@ -99,7 +99,16 @@ from envs.base import ActiveReasoningEnv, Channel, StepResult
 from envs.options import Option
 from envs.tau2 import DUAL, SOLO, prompts
 from envs.tau2 import tools as tool_text
-from envs.tau2.customer import CUSTOMER_DEFAULTS, CUSTOMER_OPTIONS, DeviceResult, check_customer_options, make_customer
+from envs.tau2.customer import (
+    CUSTOMER_DEFAULTS,
+    CUSTOMER_OPTIONS,
+    OUT_OF_SCOPE,
+    STOP,
+    TRANSFER,
+    DeviceResult,
+    check_customer_options,
+    make_customer,
+)
 from envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
 from tau2.data_model.simulation import SimulationRun, TerminationReason
@@ -107,9 +116,9 @@ from tau2.data_model.tasks import RewardType
 from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
 
 MAX_TURNS = {SOLO: 30, DUAL: 22}
-STOP_TOKENS = {"###STOP###": "customer_stop", "###TRANSFER###": "customer_transfer", "###OUT-OF-SCOPE###": "customer_out_of_scope"}
+STOP_TOKENS = {STOP: "customer_stop", TRANSFER: "customer_transfer", OUT_OF_SCOPE: "customer_out_of_scope"}
 TERMINATIONS = ("agent_stop", "customer_stop", "customer_transfer", "customer_out_of_scope", "max_turns")
-AGENT_STOP_TOKEN = "###STOP###"
+AGENT_STOP_TOKEN = STOP  # tau2 records the agent's stop with the same token
 REWARDS = ("auto", "official", "fractional")
 
 _PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
