@@ -66,22 +66,39 @@ class Transcript(Protocol):
 
 @dataclass
 class EpisodeLog:
-    """What the driver records of one episode, and the phase it is in (its failure reason if it raises)."""
+    """What the driver records of one episode, and the phase it is in (its failure reason if it raises).
+
+    ``channels``, ``labels``, ``texts`` and ``replies`` hold one entry per decision: its channel,
+    the environment's critique, the agent's text and the environment's message after it (None
+    when none followed: the final answer, an action that ended the episode, feedback that did
+    not fit). They are what rollout tables and transcripts show turn by turn.
+    """
 
     phase: str = "setup"
     channels: list[str] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    replies: list[str | None] = field(default_factory=list)
     invalid_turns: int = 0
     forced_answer: bool = False
     truncated: bool = False
     ended_by_environment: bool = False
     environment_seconds: float = 0.0
 
-    def record(self, step: StepResult) -> StepResult:
+    def record(self, step: StepResult, text: str) -> StepResult:
         self.channels.append(step.channel)
         self.labels.append(int(step.critique))
+        self.texts.append(text)
+        self.replies.append(None)
         self.invalid_turns += int(not step.valid)
         return step
+
+    def turns(self) -> list[dict[str, Any]]:
+        """One dict per decision: the agent's text, its channel and critique, and the reply it got."""
+        return [
+            {"agent": text, "channel": channel, "critique": label, "feedback": reply}
+            for text, channel, label, reply in zip(self.texts, self.channels, self.labels, self.replies)
+        ]
 
     def info(self, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
         """Per-episode numbers: decisions, critique counts per channel, and the environment's proxies (``proxy_*``)."""
@@ -126,7 +143,7 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                 cf_action = await _generating(log, transcript.counterfactual_action(cf_belief))
             text = await _generating(log, transcript.generate())
             if payload_kind(text) == "answer":
-                return log.record(env.answer(text))
+                return _answer(env, log, text)
             if round_kind == "act":
                 started = time.perf_counter()
                 step = await env.act(text, counterfactual=cf_action)
@@ -136,7 +153,7 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                     counterfactual = await _generating(log, transcript.counterfactual_update(cf_feedback))
             else:
                 step = env.update(text, counterfactual=counterfactual)
-            log.record(step)
+            log.record(step, text)
             if step.done:
                 log.ended_by_environment = True
                 return step
@@ -145,15 +162,21 @@ async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog,
                 feedback += env.final_turn_notice()
             if not transcript.add_feedback(feedback):
                 return await _overflow(env, transcript, log, overflow)
-    return log.record(env.answer(await _generating(log, transcript.generate())))
+            log.replies[-1] = feedback
+    return _answer(env, log, await _generating(log, transcript.generate()))
 
 
 async def _overflow(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str) -> StepResult | None:
     if overflow == "answer_now" and log.labels and transcript.add_feedback(ANSWER_NOW_NOTICE):
         log.forced_answer = True
-        return log.record(env.answer(await _generating(log, transcript.generate())))
+        log.replies[-1] = (log.replies[-1] or "") + ANSWER_NOW_NOTICE
+        return _answer(env, log, await _generating(log, transcript.generate()))
     log.truncated = True
     return None
+
+
+def _answer(env: ActiveReasoningEnv, log: EpisodeLog, text: str) -> StepResult:
+    return log.record(env.answer(text), text)
 
 
 async def _generating(log: EpisodeLog, call):

@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,19 +166,5 @@ async def play_episode(
         counterfactual_generations=float(transcript.side_generations if transcript else 0),
     )
     record["seconds"] = time.perf_counter() - started
-    record["turns"] = turns(transcript.messages[record["prompt_messages"] :], log) if transcript else []
+    record["turns"] = log.turns()
     return record
-
-
-def turns(conversation: Iterable[dict[str, str]], log: EpisodeLog) -> list[dict[str, Any]]:
-    """The agent's turns after the prompt, each with its decision's channel and critique and the reply it got."""
-    out: list[dict[str, Any]] = []
-    for message in conversation:
-        if message["role"] == "assistant":
-            k = len(out)
-            decided = k < len(log.labels)
-            out.append({"agent": message["content"], "channel": log.channels[k] if decided else None,
-                        "critique": log.labels[k] if decided else None, "feedback": None})  # fmt: skip
-        elif out:
-            out[-1]["feedback"] = message["content"] if out[-1]["feedback"] is None else out[-1]["feedback"] + message["content"]
-    return out

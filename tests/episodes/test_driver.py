@@ -85,6 +85,8 @@ async def test_rounds_alternate_and_each_decision_gets_the_environments_critique
     assert log.invalid_turns == 1 and log.phase == "environment" and not (log.forced_answer or log.truncated)
     roles = [m["role"] for m in transcript.messages]
     assert roles == ["assistant", "user"] * 4 + ["assistant"]  # every decision but the answer got its feedback
+    assert log.texts == texts
+    assert log.replies == [m["content"] for m in transcript.messages if m["role"] == "user"] + [None]
     info = log.info(final, env.proxies())
     assert info["decisions"] == 5 and info["answered"] == 1.0 and info["invalid_turns"] == 1
     assert info["as_pos"] + info["as_zero"] + info["as_neg"] == 2 and "reward" not in info
@@ -111,6 +113,7 @@ async def test_the_budget_policy_when_no_round_fits(row, overflow):
     if overflow == "answer_now":
         assert log.forced_answer and final is not None and final.valid and len(log.labels) == 3
         assert transcript.messages[-2] == {"role": "user", "content": ANSWER_NOW_NOTICE}
+        assert log.replies[1].endswith(ANSWER_NOW_NOTICE) and log.replies[2] is None
     else:
         assert log.truncated and final is None and len(log.labels) == 2 and transcript.texts  # the answer was never asked for
 
