@@ -5,17 +5,20 @@ Pure torch; nothing here imports verl, so it can be read, tested and reused in i
 
 from arew.core.config import AReWConfig, AReWConfigError, parse_config
 from arew.core.records import RECORDS_KEY, CritiqueRecordError, Segments, collect_segments, make_record
-from arew.core.reweight import add_intermediate_rewards, reweight_advantages
+from arew.core.reweight import CritiqueInjection, add_intermediate_rewards, reweight, reweight_advantages, shape_rewards
 
 __all__ = [
     "RECORDS_KEY",
     "AReWConfig",
     "AReWConfigError",
+    "CritiqueInjection",
     "CritiqueRecordError",
     "Segments",
     "add_intermediate_rewards",
     "collect_segments",
     "make_record",
     "parse_config",
+    "reweight",
     "reweight_advantages",
+    "shape_rewards",
 ]

@@ -6,7 +6,9 @@
   reward at the last model token of each decision, before the base estimator, so returns
   and critic targets change.
 
-Both read the same transformed critiques and scale by the same schedule.
+Both read the same transformed critiques and scale by the same schedule. :func:`reweight` and
+:func:`shape_rewards` return the same as a :class:`CritiqueInjection`, which also holds each
+decision's critique after the transforms and the value it received, for rollout tables.
 """
 
 from __future__ import annotations
@@ -96,6 +98,16 @@ def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig
     return _Prepared(label, token_counts, model_tokens, factor, stats, model_mask, bounds)
 
 
+@dataclass(frozen=True)
+class CritiqueInjection:
+    """The result of injecting one batch's critiques, with what each decision (K of them) got."""
+
+    tensor: torch.Tensor  # (B, L) advantages (reweight) or token-level rewards (shape_rewards)
+    stats: dict[str, float]
+    labels: torch.Tensor  # (K,) long, each decision's critique after the transforms
+    coefficients: torch.Tensor  # (K,) float64: lambda * u on each of its tokens, or alpha * z at its last token
+
+
 def reweight_advantages(
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
@@ -103,7 +115,19 @@ def reweight_advantages(
     config: AReWConfig,
     step: int,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Return (A + lambda * u, statistics).
+    """Return (A + lambda * u, statistics); :func:`reweight` says more."""
+    result = reweight(advantages, response_mask, segments, config, step)
+    return result.tensor, result.stats
+
+
+def reweight(
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    segments: Segments,
+    config: AReWConfig,
+    step: int,
+) -> CritiqueInjection:
+    """A + lambda * u on each decision's model tokens, with the statistics and the per-decision values.
 
     Aliasing contract: ``advantages`` is never modified in place (with GRPO verl's base
     estimator returns one tensor as both advantages and returns, so writing into it would
@@ -120,7 +144,7 @@ def reweight_advantages(
     stats = prep.stats
     stats["arew/abs_coef_per_token"] = float((magnitude * prep.token_counts).sum()) / max(prep.model_tokens, 1.0)
     stats["arew/abs_coef_per_traj"] = float(magnitude.sum()) / max(segments.batch_size, 1)
-    return _add_on_model_tokens(advantages, per_decision, segments, prep), stats
+    return CritiqueInjection(_add_on_model_tokens(advantages, per_decision, segments, prep), stats, prep.label, per_decision)
 
 
 def _add_on_model_tokens(
@@ -158,14 +182,26 @@ def add_intermediate_rewards(
     step: int,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Return (rewards + alpha * z at each decision's last model token, statistics)."""
+    result = shape_rewards(token_level_rewards, response_mask, segments, config, step)
+    return result.tensor, result.stats
+
+
+def shape_rewards(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    segments: Segments,
+    config: AReWConfig,
+    step: int,
+) -> CritiqueInjection:
+    """Rewards + alpha * z at each decision's last model token (none where its span has no model token)."""
     prep = _prepare(segments, response_mask, config, step)
     last = last_model_token(segments, model_mask_of(response_mask))
     placed = last >= 0
-    bonus = (config.reward_coef * prep.factor) * prep.label[placed].double()
+    bonus = torch.where(placed, (config.reward_coef * prep.factor) * prep.label.double(), 0.0)
     shaped = torch.zeros(prep.model_mask.shape, dtype=torch.float64)
-    shaped.index_put_((segments.sample[placed], last[placed]), bonus, accumulate=True)
+    shaped.index_put_((segments.sample[placed], last[placed]), bonus[placed], accumulate=True)
     stats = prep.stats
     stats["arew/intermediate_reward_per_traj"] = float(bonus.sum() / max(segments.batch_size, 1))
     stats["arew/decisions_without_model_tokens"] = float((~placed).sum())
     shaped = shaped.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
-    return token_level_rewards + shaped, stats
+    return CritiqueInjection(token_level_rewards + shaped, stats, prep.label, bonus)

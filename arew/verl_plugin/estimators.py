@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from arew.core import Segments, add_intermediate_rewards, parse_config, reweight_advantages
+from arew.core import Segments, parse_config, reweight, shape_rewards
 
 ESTIMATOR_PREFIX = "arew_"
 
@@ -41,6 +41,9 @@ class AdvantageBatch:
     # (B,) bool: samples that train nothing and must not enter group statistics; None: none
     excluded: torch.Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    # filled by the estimator: each decision's critique after the transforms (K,) and the value it got (K,)
+    applied_labels: torch.Tensor | None = None
+    coefficients: torch.Tensor | None = None
 
 
 _current: contextvars.ContextVar[AdvantageBatch | None] = contextvars.ContextVar("arew_advantage_batch", default=None)
@@ -101,8 +104,9 @@ def _make_estimator(name: str, base_fn):
         arew_config = parse_config((config or {}).get("arew"))
         rewards = token_level_rewards
         if arew_config.mode == "intermediate_reward":
-            rewards, stats = add_intermediate_rewards(rewards, response_mask, batch.segments, arew_config, batch.step)
-            batch.metrics.update(stats)
+            shaped = shape_rewards(rewards, response_mask, batch.segments, arew_config, batch.step)
+            rewards = shaped.tensor
+            _note(batch, shaped)
         excluded = batch.excluded if batch.excluded is not None and bool(batch.excluded.any()) else None
         if excluded is not None and kwargs.get("index") is not None:
             kwargs["index"] = _own_groups(kwargs["index"], excluded)
@@ -111,13 +115,19 @@ def _make_estimator(name: str, base_fn):
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
         if arew_config.mode == "reweight":
-            advantages, stats = reweight_advantages(advantages, response_mask, batch.segments, arew_config, batch.step)
-            batch.metrics.update(stats)
+            reweighted = reweight(advantages, response_mask, batch.segments, arew_config, batch.step)
+            advantages = reweighted.tensor
+            _note(batch, reweighted)
         return advantages, returns
 
     estimator.__name__ = name
     estimator.__doc__ = f"AReW over verl's '{name.removeprefix(ESTIMATOR_PREFIX)}' estimator (see arew.verl_plugin.estimators)."
     return estimator
+
+
+def _note(batch: AdvantageBatch, injection) -> None:
+    batch.metrics.update(injection.stats)
+    batch.applied_labels, batch.coefficients = injection.labels, injection.coefficients
 
 
 def _own_groups(index, excluded: torch.Tensor) -> np.ndarray:

@@ -102,3 +102,25 @@ def test_the_result_shares_memory_with_nothing():
     assert len(pointers) == 4
     first.zero_()
     assert torch.equal(second, reweight_advantages(advantages, mask, segments, config, 0)[0])
+
+
+def test_reweight_and_shape_rewards_report_what_each_decision_got():
+    from arew.core import reweight, shape_rewards
+
+    records = [make_record([(0, 2), (3, 5), (6, 8)], ["as", "bt", "as"], [1, -1, 0]), make_record([(1, 4)], ["as"], [-1])]
+    segments = collect_segments(records, torch.tensor([8, 8]))
+    mask = torch.ones(2, 8)
+    mask[0, 1] = 0  # an environment token inside the first span
+    config = parse_config({"noise": {"flip_prob": 0.5, "seed": 1}})
+    base = torch.zeros(2, 8)
+    result = reweight(base, mask, segments, config, step=1)
+    assert result.labels.shape == (4,) and result.coefficients.shape == (4,)
+    for k in range(4):
+        row, start, end = int(segments.sample[k]), int(segments.start[k]), int(segments.end[k])
+        on_model = mask[row, start:end] > 0
+        assert torch.all(result.tensor[row, start:end][on_model] == float(result.coefficients[k]))
+    assert torch.equal(torch.sign(result.coefficients).long(), result.labels * (result.coefficients != 0))
+    shaped = shape_rewards(torch.zeros(2, 8), mask, segments, parse_config({"mode": "intermediate_reward", "reward_coef": 0.5}), 1)
+    assert torch.equal(shaped.labels, segments.label)
+    assert shaped.coefficients.tolist() == [0.5, -0.5, 0.0, -0.5]
+    assert shaped.tensor[0, 0] == 0.5 and shaped.tensor[0, 4] == -0.5 and shaped.tensor[1, 3] == -0.5
