@@ -1,0 +1,217 @@
+"""The self-locking dashboard's panels, in the paper's order: one list for W&B and the offline report.
+
+Each panel names the metric keys it plots (verl's ``file`` logger keys, exactly as the trainer
+logs them; a ``*`` matches one path segment, for per-data-source validation keys) and says in
+one line what to read from it. ``needs`` says when a run logs the panel's keys at all: ``always``
+(every AReW run), ``pe`` (preference estimation: the Bayesian replay behind I_AS and the oracle
+reward), ``choice`` (tasks with a gold option: MediQ, FloDial), ``lab`` (the CPU lab's own
+measurements), ``grpo`` (several rollouts per prompt), ``adaptive`` (``algorithm.arew.adaptive``
+on), ``synact_critiques`` (the MI critique source on), ``validation`` (a validation set) or
+``ablation`` (runs that log a feedback ablation). Tests check every key of an ``always`` panel
+against the metrics file of a real CPU training run, so a renamed metric breaks a test first.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+CHANNEL_NAMES = {"as": "AS", "bt": "BT"}
+NEEDS = ("always", "pe", "choice", "lab", "grpo", "adaptive", "synact_critiques", "validation", "ablation")
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    keys: tuple[str, ...]
+    description: str
+    needs: str = "always"
+
+    def __post_init__(self) -> None:
+        if self.needs not in NEEDS:
+            raise ValueError(f"panel {self.title!r}: needs must be one of {NEEDS}, got {self.needs!r}")
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    panels: tuple[Panel, ...]
+
+
+def _per_channel(template: str) -> tuple[str, ...]:
+    return tuple(template.format(ch=ch) for ch in CHANNEL_NAMES)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section(
+        "Outcome reward",
+        (
+            Panel("Training reward", ("critic/score/mean",), "Mean outcome reward of the step's episodes."),
+            Panel(
+                "Validation reward",
+                ("val-core/*/reward/mean@*",),
+                "Mean outcome reward on the validation set, per data source.",
+                needs="validation",
+            ),
+        ),
+    ),
+    Section(
+        "AS channel",
+        (
+            Panel(
+                "AS proxy",
+                ("episode/proxy_as_mean/mean",),
+                "How informative the agent's actions are (the task's AS proxy, mean per episode): falls when it stops asking.",
+            ),
+            Panel(
+                "I_AS (nats)",
+                ("episode/proxy_i_as_nats/mean",),
+                "Information the actions gathered about the truth: log posterior-to-prior mass on it in the exact replay.",
+                needs="pe",
+            ),
+            Panel(
+                "AS critiques",
+                ("arew/as/pos", "arew/as/zero", "arew/as/neg"),
+                "Counts of +1 / 0 / -1 critiques on action decisions this step.",
+            ),
+        ),
+    ),
+    Section(
+        "BT channel",
+        (
+            Panel(
+                "BT proxy",
+                ("episode/proxy_bt_mean/mean",),
+                "Mean belief progress per update round (the task's BT proxy): near 0 when updates ignore the answers.",
+            ),
+            Panel(
+                "C_BT",
+                ("episode/proxy_c_bt/mean",),
+                "Def. 3.2's belief-tracking capacity: the absorbed belief progress summed up to the final answer.",
+            ),
+            Panel(
+                "Belief consistency",
+                ("episode/proxy_final_equals_first_guess/mean",),
+                "Share of episodes whose final answer is the first belief's judgment (Obs. 3: high means beliefs never moved).",
+                needs="choice",
+            ),
+            Panel(
+                "BT follows the evidence",
+                ("episode/proxy_bt_follow/mean",),
+                "Sign agreement of belief steps with the latest answer (+1 follows it, 0 ignores it).",
+                needs="lab",
+            ),
+            Panel(
+                "BT critiques",
+                ("arew/bt/pos", "arew/bt/zero", "arew/bt/neg"),
+                "Counts of +1 / 0 / -1 critiques on belief updates this step.",
+            ),
+        ),
+    ),
+    Section(
+        "Self-locking",
+        (
+            Panel(
+                "AS proxy vs reward (Obs. 2)",
+                ("selflock/corr_as_reward", "selflock/corr_as_oracle"),
+                "Correlation of the AS proxy with the reward under the agent's own beliefs and under the rule-based oracle.",
+            ),
+            Panel(
+                "Correlation gap",
+                ("selflock/corr_gap",),
+                "Oracle correlation minus own correlation: informative asking that the agent's beliefs fail to cash in.",
+                needs="pe",
+            ),
+            Panel(
+                "Oracle reward gap",
+                ("selflock/oracle_reward_gap",),
+                "Reward the rule-based tracker gets from the same actions, minus the agent's own reward.",
+                needs="pe",
+            ),
+            Panel(
+                "Outcome-constant decisions",
+                _per_channel("arew/synact/{ch}/outcome_constant_share"),
+                "Share of decision points (same prompt, same state) where the action carries no information about the outcome.",
+                needs="grpo",
+            ),
+            Panel(
+                "Action-outcome MI (nats)",
+                _per_channel("arew/synact/{ch}/mi"),
+                "Mean mutual information between the action at a decision point and the outcome class (SynAct).",
+                needs="grpo",
+            ),
+            Panel(
+                "Feedback-ablation drop",
+                ("eval/feedback_ablation_drop",),
+                "Reward lost when the feedback is replaced (Obs. 3): near 0 means the agent does not listen.",
+                needs="ablation",
+            ),
+        ),
+    ),
+    Section(
+        "Critiques",
+        (
+            Panel(
+                "Both-signs share",
+                ("arew/both_signs_frac",) + _per_channel("arew/{ch}/both_signs_frac"),
+                "Share of trajectories with both a +1 and a -1 critique: only those are reweighted.",
+            ),
+            Panel(
+                "|lambda u| mass",
+                ("arew/abs_coef_per_token", "arew/abs_coef_per_traj"),
+                "Size of the critique term per policy token and per trajectory.",
+            ),
+            Panel(
+                "Positive/negative token ratio",
+                ("arew/pos_neg_token_ratio",),
+                "Policy tokens under +1 critiques over those under -1 (critique chasing shows as a climb).",
+            ),
+            Panel(
+                "Schedule factor",
+                ("arew/strength_factor",),
+                "The critique strength schedule's multiplier this step (warm-up, start and end steps).",
+            ),
+            Panel(
+                "Critique accuracy",
+                _per_channel("arew/{ch}/accuracy"),
+                "Online estimate of each channel's critique accuracy against the outcome (0.5 is chance, Prop. 4.1).",
+            ),
+            Panel(
+                "Adaptive strength",
+                _per_channel("arew/{ch}/adaptive_factor"),
+                "Multiplier of each channel's lambda under adaptive strength.",
+                needs="adaptive",
+            ),
+            Panel(
+                "MI critiques",
+                _per_channel("arew/synact/{ch}/critique_pos") + _per_channel("arew/synact/{ch}/critique_neg"),
+                "Critiques the repeated-rollout (SynAct) source gave this step.",
+                needs="synact_critiques",
+            ),
+        ),
+    ),
+)
+
+ROLLOUT_TABLES = ("rollouts/train", "rollouts/val")
+"""W&B Table keys of the sampled rollouts (the dashboard's last section)."""
+
+
+def panels(needs: Iterable[str] | None = None) -> list[Panel]:
+    """Every panel in order, or those whose ``needs`` is among ``needs``."""
+    wanted = None if needs is None else set(needs)
+    return [p for s in SECTIONS for p in s.panels if wanted is None or p.needs in wanted]
+
+
+def matching(pattern: str, keys: Iterable[str]) -> list[str]:
+    """The logged keys a panel key stands for (itself, or every match of a ``*`` pattern), sorted."""
+    if "*" not in pattern:
+        return [pattern] if pattern in set(keys) else []
+    segments = pattern.count("/")
+    return sorted(k for k in keys if k.count("/") == segments and fnmatch.fnmatchcase(k, pattern))
+
+
+def missing_keys(logged: Iterable[str], needs: Iterable[str] = ("always",)) -> list[str]:
+    """Panel keys of the given ``needs`` that no logged key matches."""
+    logged = set(logged)
+    return [key for panel in panels(needs) for key in panel.keys if not matching(key, logged)]
