@@ -1,4 +1,4 @@
-"""``arew``: the project's command line (data preparation, evaluation, the CPU self-locking lab, the CPU smoke run)."""
+"""``arew``: the project's command line (data preparation, evaluation, the CPU self-locking lab, the CPU smoke run, W&B dashboards)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     smoke = commands.add_parser("smoke", help="run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)")
     add_smoke_arguments(smoke)
     smoke.set_defaults(func=smoke_main)
+
+    from arew.reporting.dashboard import add_arguments as add_dashboard_arguments
+    from arew.reporting.dashboard import main as dashboard_main
+
+    dashboard = commands.add_parser("dashboard", help="create a W&B workspace with the self-locking panels and a report comparing variants")
+    add_dashboard_arguments(dashboard)
+    dashboard.set_defaults(func=dashboard_main)
     return parser
 
 

@@ -16,7 +16,6 @@ the Ray cluster and ``fit`` stops it (:mod:`arew.serving.ray_service` says why t
 from __future__ import annotations
 
 import logging
-import netrc
 import os
 from collections import Counter
 
@@ -29,6 +28,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
 from arew.episodes.failures import FAILURE_REASONS
+from arew.reporting.credentials import has_wandb_credentials
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
 from arew.verl_plugin.agent_loop import (
@@ -100,13 +100,8 @@ def wandb_offline_without_credentials(config) -> bool:
     """Switch wandb to offline mode when it would log online without credentials (it would stop the run)."""
     loggers = config.trainer.get("logger") or []
     loggers = [loggers] if isinstance(loggers, str) else list(loggers)
-    if "wandb" not in loggers or os.environ.get("WANDB_MODE") or os.environ.get("WANDB_API_KEY"):
+    if "wandb" not in loggers or os.environ.get("WANDB_MODE") or has_wandb_credentials():
         return False
-    try:
-        if netrc.netrc().authenticators("api.wandb.ai"):
-            return False
-    except (FileNotFoundError, netrc.NetrcParseError):
-        pass
     os.environ["WANDB_MODE"] = "offline"
     logger.warning("trainer.logger has wandb but no W&B credentials were found: logging offline (wandb sync later, or set WANDB_API_KEY)")
     return True

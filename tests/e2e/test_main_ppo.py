@@ -8,6 +8,7 @@ two steps. Runs share a module-scoped fixture where several checks read the same
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -21,6 +22,7 @@ from safetensors.torch import load_file
 
 from arew.core import collect_segments, parse_config, reweight_advantages
 from arew import smoke
+from arew.reporting import panels
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 DETERMINISTIC = (
@@ -315,3 +317,11 @@ def test_smoke_summary_reports_each_step(grpo):
     assert text.startswith("arew smoke: 2 training steps")
     for needle in ("step 1:", "step 2:", "generation", "weight sync", "critiques as{+", "actor/grad_norm", str(grpo.metrics_path)):
         assert needle in text, needle
+
+
+def test_dashboard_panels_are_logged_by_a_real_run(grpo):
+    """Every key the dashboard plots for this kind of run (PE, GRPO, with validation) is in its metrics file:
+    a renamed or dropped metric breaks this test, not an empty chart. Choice-task, lab, adaptive, MI-critique
+    and ablation panels are out of scope: this run does none of those."""
+    logged = {key for line in grpo.metrics_path.read_text().splitlines() for key in json.loads(line)["data"]}
+    assert panels.missing_keys(logged, needs=("always", "pe", "grpo", "validation")) == []
