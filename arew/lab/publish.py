@@ -63,7 +63,11 @@ def _markers(name: str) -> tuple[str, str]:
 
 def replace_block(text: str, name: str, content: str) -> str:
     """``text`` with the lines between ``name``'s start and end markers replaced by ``content``."""
-    start, end = _markers(name)
+    return replace_between(text, *_markers(name), content)
+
+
+def replace_between(text: str, start: str, end: str, content: str) -> str:
+    """``text`` with the lines between the one ``start`` line and the one ``end`` line replaced by ``content``."""
     pattern = re.compile(rf"(^{re.escape(start)}[ \t]*\n)(.*?)(^{re.escape(end)}[ \t]*$)", re.M | re.S)
     found = pattern.findall(text)
     starts, ends = (len(re.findall(rf"^{re.escape(m)}[ \t]*$", text, re.M)) for m in (start, end))

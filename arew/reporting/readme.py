@@ -1,0 +1,60 @@
+"""``python -m arew.reporting.readme``: write the dashboard's panel list into README.md.
+
+The list is generated from ``arew.reporting.panels``, never typed: README.md holds it between
+``<!-- panels:start -->`` and ``<!-- panels:end -->`` (each on its own line), and a test checks that
+regenerating it changes nothing, so a renamed or added panel fails a test until this is rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from arew.lab.publish import PublishError, replace_between
+from arew.reporting.panels import ROLLOUT_TABLES, SECTIONS
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+START, END = "<!-- panels:start -->", "<!-- panels:end -->"
+NEEDS_WORDS = {
+    "pe": "preference-estimation tasks",
+    "choice": "tasks with a gold option",
+    "lab": "`arew lab`",
+    "grpo": "several rollouts per prompt",
+    "adaptive": "adaptive strength on",
+    "synact_critiques": "MI critiques on",
+    "validation": "with a validation set",
+    "ablation": "a feedback ablation",
+}
+
+
+def panel_lines() -> str:
+    """One markdown line per panel (under its section), then the rollout tables."""
+    lines = []
+    for section in SECTIONS:
+        lines.append(f"- **{section.name}**")
+        for panel in section.panels:
+            keys = ", ".join(f"`{key}`" for key in panel.keys)
+            when = "" if panel.needs == "always" else f" _({NEEDS_WORDS[panel.needs]})_"
+            lines.append(f"  - {panel.title}: {panel.description} {keys}{when}")
+    lines.append(f"- **Rollouts**: the sampled-episode tables {', '.join(f'`{key}`' for key in ROLLOUT_TABLES)}")
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str) -> str:
+    """``text`` (a README) with its panel block regenerated."""
+    return replace_between(text, START, END, panel_lines())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m arew.reporting.readme", description=__doc__.splitlines()[0])
+    parser.add_argument("--readme", type=Path, default=README, help="the file to update (default: the repository's README.md)")
+    args = parser.parse_args(argv)
+    try:
+        args.readme.write_text(render(args.readme.read_text()))
+    except (PublishError, FileNotFoundError) as error:
+        raise SystemExit(f"{args.readme}: {error}") from None
+    print(f"wrote the panel list into {args.readme}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""README.md's panel list is generated from ``panels.py``: regenerating it must change nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from arew.lab.publish import PublishError
+from arew.reporting import panels, readme
+
+
+def test_the_readme_panel_block_is_what_the_panel_list_generates():
+    text = readme.README.read_text()
+    assert readme.START in text and readme.END in text
+    assert readme.render(text) == text, "README.md's panel list is stale: run `python -m arew.reporting.readme`"
+
+
+def test_every_panel_and_key_has_its_line():
+    lines = readme.panel_lines().splitlines()
+    for panel in panels.panels():
+        line = next(line for line in lines if line.startswith(f"  - {panel.title}: "))
+        assert panel.description in line and all(f"`{key}`" in line for key in panel.keys)
+    assert len(lines) == len(panels.SECTIONS) + len(panels.panels()) + 1
+
+
+def test_a_renamed_panel_makes_the_readme_stale(monkeypatch):
+    first = panels.SECTIONS[0]
+    renamed = dataclasses.replace(first, panels=(dataclasses.replace(first.panels[0], title="Renamed"),) + first.panels[1:])
+    monkeypatch.setattr(readme, "SECTIONS", (renamed,) + panels.SECTIONS[1:])
+    text = readme.README.read_text()
+    assert readme.render(text) != text
+
+
+def test_a_file_without_the_markers_is_refused(tmp_path):
+    target = tmp_path / "README.md"
+    target.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="expected one <!-- panels:start -->"):
+        readme.main(["--readme", str(target)])
+    assert target.read_text() == "# no markers\n"
+    with pytest.raises(PublishError):
+        readme.render(f"{readme.START}\n")
