@@ -140,13 +140,15 @@ def save(workspace, report) -> tuple[str, str]:
     if not has_wandb_credentials():
         raise DashboardError(f"no W&B credentials on this machine (no WANDB_API_KEY, no ~/.netrc entry for {wandb_host()}): "
                              f"{HOW_TO_LOG_IN}, or preview with --dry-run")
+    step = "the workspace"
     try:
         workspace.save()
+        step = f"the report (the workspace is saved: {workspace.url})"
         report.save()
         return workspace.url, report.url
     except Exception as error:  # the W&B client raises requests, wandb and plain errors alike
         cause = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-        raise DashboardError(f"could not save to W&B at {wandb_host()} ({type(error).__name__}: {cause}); check the network "
+        raise DashboardError(f"could not save {step} to W&B at {wandb_host()} ({type(error).__name__}: {cause}); check the network "
                              f"and that the API key can write to {workspace.entity}/{workspace.project} "
                              f"({HOW_TO_LOG_IN}; `wandb login --relogin` replaces a stale key)") from None
 

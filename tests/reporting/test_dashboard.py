@@ -5,8 +5,11 @@ blocked for every test here (a connect raises), so nothing can reach W&B."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 
 import pytest
 import requests
@@ -128,8 +131,39 @@ def test_an_offline_machine_with_a_key_gets_the_cause_not_a_traceback(monkeypatc
     with pytest.raises(SystemExit) as stop:
         cli.main(["dashboard", "--entity", "me", "--project", "proj"])
     message = str(stop.value.code)
-    assert message.startswith("arew dashboard: could not save to W&B at api.wandb.ai (ConnectionError: HTTPSConnectionPool")
+    assert message.startswith("arew dashboard: could not save the workspace to W&B at api.wandb.ai (ConnectionError: HTTPSConnectionPool")
     assert "more" not in message and "check the network" in message and "me/proj" in message and "wandb login" in message
+
+
+def test_a_failed_report_save_says_the_workspace_is_saved(monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setattr(ws.Workspace, "save", lambda self: self)
+    monkeypatch.setattr(ws.Workspace, "url", "https://wandb.example/me/proj?nw=abc")
+
+    def denied(self, **kwargs):
+        raise PermissionError("permission denied for me/proj")
+
+    monkeypatch.setattr(wr.Report, "save", denied)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["dashboard", "--entity", "me", "--project", "proj"])
+    assert str(stop.value.code).startswith(
+        "arew dashboard: could not save the report (the workspace is saved: https://wandb.example/me/proj?nw=abc) to W&B"
+        " at api.wandb.ai (PermissionError: permission denied for me/proj)"
+    )
+
+
+def test_the_command_exits_non_zero_without_a_traceback(tmp_path):
+    """The real command in a fresh process: no credentials, exit status 1, one line on stderr. Any W&B request
+    would go to a closed loopback port (WANDB_BASE_URL), so nothing leaves the machine even if the check broke."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path), WANDB_BASE_URL="http://127.0.0.1:9", WANDB_MODE="offline")
+    done = subprocess.run([sys.executable, "-m", "arew.cli", "dashboard", "--entity", "me", "--project", "proj"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "arew dashboard: no W&B credentials on this machine (no WANDB_API_KEY, no ~/.netrc entry for 127.0.0.1): "
+        "run `wandb login` (it writes ~/.netrc) or set WANDB_API_KEY, or preview with --dry-run"
+    ]
 
 
 def test_credentials_are_a_key_or_a_netrc_entry_for_the_configured_host(monkeypatch, tmp_path):
