@@ -84,7 +84,8 @@ def build_workspace(entity: str, project: str, name: str, group: str | None = No
 
     sections = [ws.Section(name=s.name, panels=[line_plot(p) for p in s.panels], is_open=True) for s in panel_list.SECTIONS]
     tables = [wr.WeavePanelSummaryTable(table_name=key, layout=wr.Layout(w=24, h=12)) for key in panel_list.ROLLOUT_TABLES]
-    sections.append(ws.Section(name=ROLLOUTS_SECTION, panels=tables, is_open=True, layout_settings=ws.SectionLayoutSettings(columns=1, rows=2)))
+    one_per_row = ws.SectionLayoutSettings(columns=1, rows=2)
+    sections.append(ws.Section(name=ROLLOUTS_SECTION, panels=tables, is_open=True, layout_settings=one_per_row))
     runsets = ws.RunsetSettings(filters=_group_filter(group)) if group else ws.RunsetSettings()
     return ws.Workspace(entity=entity, project=project, name=name, sections=sections, runset_settings=runsets)
 

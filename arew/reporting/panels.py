@@ -7,8 +7,9 @@ one line what to read from it. ``needs`` says when a run logs the panel's keys a
 reward), ``choice`` (tasks with a gold option: MediQ, FloDial), ``lab`` (the CPU lab's own
 measurements), ``grpo`` (several rollouts per prompt), ``adaptive`` (``algorithm.arew.adaptive``
 on), ``synact_critiques`` (the MI critique source on), ``validation`` (a validation set) or
-``ablation`` (runs that log a feedback ablation). Tests check every key of an ``always`` panel
-against the metrics file of a real CPU training run, so a renamed metric breaks a test first.
+``ablation`` (runs that log a feedback ablation). The e2e test checks every key of the ``always``,
+``pe``, ``grpo`` and ``validation`` panels against the metrics file of a real CPU training run (PE-G,
+GRPO as+bt, with validation), so a renamed metric breaks a test first.
 """
 
 from __future__ import annotations
