@@ -324,4 +324,5 @@ def test_dashboard_panels_are_logged_by_a_real_run(grpo):
     a renamed or dropped metric breaks this test, not an empty chart. Choice-task, lab, adaptive, MI-critique
     and ablation panels are out of scope: this run does none of those."""
     logged = {key for line in grpo.metrics_path.read_text().splitlines() for key in json.loads(line)["data"]}
-    assert panels.missing_keys(logged, needs=("always", "pe", "grpo", "validation")) == []
+    missing = panels.missing_keys(logged, needs=("always", "pe", "grpo", "validation"))
+    assert missing == [], f"dashboard panel keys this run never logged: {missing}"
