@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     smoke = commands.add_parser("smoke", help="run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)")
     add_smoke_arguments(smoke)
     smoke.set_defaults(func=smoke_main)
+
+    from arew.reporting.report import add_arguments as add_report_arguments
+    from arew.reporting.report import main as report_main
+
+    report = commands.add_parser("report", help="one offline HTML page: dashboard charts and a trajectory viewer, from run folders")
+    add_report_arguments(report)
+    report.set_defaults(func=report_main)
     return parser
 
 
