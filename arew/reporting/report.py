@@ -27,8 +27,9 @@ from arew.reporting.panels import SECTIONS, matching
 METRICS_FILE = "metrics.jsonl"
 ROLLOUT_FILES = ("rollouts/train.jsonl", "rollouts/val.jsonl")
 EVAL_FILE = "episodes.jsonl"
-MAX_EPISODES = 5000
-"""Episodes embedded per page at most (the rest are counted as left out), to keep the page loadable."""
+MAX_EPISODES = 4000
+"""Episodes embedded per page at most, shared evenly by the runs (each run's kept evenly spaced), to keep
+the page loadable; the page says how many of each run it shows."""
 
 
 @dataclass
@@ -248,16 +249,27 @@ def _script_json(value) -> str:
 
 def render(runs: Sequence[Run], title: str = "AReW report") -> str:
     """The page's HTML: the template with the data embedded as JSON."""
-    episodes = [episode for run in runs for episode in run.episodes]
+    cap = MAX_EPISODES // max(len(runs), 1)
+    kept = [_thin(run.episodes, cap) for run in runs]
+    episodes = [episode for run_episodes in kept for episode in run_episodes]
     data = {
         "title": title,
-        "runs": [{"name": run.name, "problems": run.problems, "episodes": len(run.episodes)} for run in runs],
+        "runs": [
+            {"name": run.name, "problems": run.problems, "episodes": len(run.episodes), "shown": len(k)}
+            for run, k in zip(runs, kept)
+        ],
         "sections": chart_data(runs),
-        "episodes": episodes[:MAX_EPISODES],
-        "episodes_left_out": max(0, len(episodes) - MAX_EPISODES),
+        "episodes": episodes,
     }
     template = resources.files("arew.reporting").joinpath("report_template.html").read_text(encoding="utf-8")
     return template.replace("__AREW_TITLE__", _html_text(title)).replace("__AREW_DATA__", _script_json(data))
+
+
+def _thin(episodes: list[dict], cap: int) -> list[dict]:
+    """At most ``cap`` of a run's episodes, evenly spaced, so every step range stays represented."""
+    if len(episodes) <= cap:
+        return episodes
+    return [episodes[int(i)] for i in sorted({round(j * (len(episodes) - 1) / max(cap - 1, 1)) for j in range(cap)})]
 
 
 def _html_text(text: str) -> str:

@@ -191,3 +191,10 @@ def test_vanilla_exports_critiques_without_applied_values_and_no_arew_metrics(tm
 
 def test_sections_are_those_of_the_panel_list(two_runs):
     assert [s["name"] for s in report.chart_data(report.load_runs(two_runs))] == [s.name for s in SECTIONS]
+
+
+def test_too_many_episodes_are_thinned_evenly_per_run(two_runs, monkeypatch):
+    monkeypatch.setattr(report, "MAX_EPISODES", 4)
+    data = embedded(report.render(report.load_runs(two_runs)))
+    assert [(r["name"], r["episodes"], r["shown"]) for r in data["runs"]] == [("a", 4, 2), ("b", 2, 2)]
+    assert [(e["run"], e["step"]) for e in data["episodes"]] == [("a", 1), ("a", 3), ("b", 1), ("b", 2)]
