@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard = commands.add_parser("dashboard", help="create a W&B workspace with the self-locking panels and a report comparing variants")
     add_dashboard_arguments(dashboard)
     dashboard.set_defaults(func=dashboard_main)
+
+    from arew.reporting.report import add_arguments as add_report_arguments
+    from arew.reporting.report import main as report_main
+
+    report = commands.add_parser("report", help="one offline HTML page: dashboard charts and a trajectory viewer, from run folders")
+    add_report_arguments(report)
+    report.set_defaults(func=report_main)
     return parser
 
 

@@ -7,6 +7,8 @@ Layout under the output folder::
     curves_<base>.png           reward, AS proxy, BT proxy and BT evidence use over training
     runs/<variant>/seed<k>.csv  per-step training log (LOG_COLUMNS)
     runs/<variant>/seed<k>.json held-out evaluation, wall time and the per-step log
+    runs/<variant>/seed<k>/     metrics.jsonl and rollouts/train.jsonl in the trainer's formats
+    report.html, report_png/    ``arew report`` of every run (each seed its own run)
 
 "Steps to vanilla's final reward" compares training curves: the target is vanilla's
 (same base estimator) moving-average training reward over its last ``smooth`` steps, mean
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 import verl
 
+from arew.lab import export
 from arew.lab.config import LabConfig, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
 
@@ -197,6 +200,7 @@ def write_outputs(out: Path, config: LabConfig, results: Sequence[RunResult], wa
             "log": result.log,
         }
         (folder / f"seed{result.seed}.json").write_text(json.dumps(payload, indent=1))
+        export.write_run(folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts)
     paths["runs"] = out / "runs"
 
     rows = summarise(config, results)
@@ -219,4 +223,5 @@ def write_outputs(out: Path, config: LabConfig, results: Sequence[RunResult], wa
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "verl": verl.__version__},
     }
     paths["config"].write_text(json.dumps(meta, indent=1))
+    paths["report"] = export.write_report(out, results)
     return paths

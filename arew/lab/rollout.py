@@ -12,7 +12,7 @@ epochs recompute log-probabilities without replaying the environment.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -49,6 +49,7 @@ class Rollout:
     task_index: torch.Tensor  # (B,) which task each episode solved (GRPO groups)
     texts: list[list[str]]  # every text sent to the environment, per episode, answer last
     diagnostics: dict[str, float]
+    replies: list[list[str]] = field(default_factory=list)  # the environment's message after each decision
 
     @property
     def n_decisions(self) -> int:
@@ -98,6 +99,7 @@ def rollout(
     history = History(space, torch.tensor([row["items"] for row in rows], dtype=torch.float32))
     batch = len(rows)
     texts: list[list[str]] = [[] for _ in rows]
+    replies: list[list[str]] = [[] for _ in rows]
     keep: dict[str, list[torch.Tensor]] = {
         k: []
         for k in ("pair_f", "pair_a", "sub_f", "sub_a", "as_lp", "bt_f", "bt_a", "bt_lp")
@@ -123,6 +125,8 @@ def rollout(
             keep["v_as"].append(history.value_features(turn, 0))
             sent = [space.query_text(int(q)) for q in query]
             steps = loop.run_until_complete(_act_all(envs, sent))
+            for episode, step in enumerate(steps):
+                replies[episode].append(step.feedback)
             if not all(step.valid for step in steps):
                 bad = next(step for step in steps if not step.valid)
                 raise RuntimeError(f"the environment rejected a lab query: {bad.feedback}")
@@ -143,6 +147,8 @@ def rollout(
             units = (history.units + policy.step_bins[move]).clamp(0, space.belief_units)
             guesses = [space.belief_text(u, final=False) for u in units.numpy()]
             steps = [env.update(text) for env, text in zip(envs, guesses)]
+            for episode, step in enumerate(steps):
+                replies[episode].append(step.feedback)
             ok = torch.tensor([step.valid for step in steps])
             history.units = torch.where(ok[:, None], units, history.units)
             keep["z_bt"].append(torch.tensor([step.critique for step in steps]))
@@ -180,4 +186,5 @@ def rollout(
         task_index=torch.as_tensor(task_index, dtype=torch.long),
         texts=texts,
         diagnostics=diagnostics,
+        replies=replies,
     )

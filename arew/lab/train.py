@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, add_intermediate_rewards, reweight_advantages
+from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.rollout import Rollout, rollout
@@ -61,6 +62,8 @@ class RunResult:
     log: list[dict[str, float]]  # one row per training step, LOG_COLUMNS
     final: dict[str, float]  # held-out evaluation after training, FINAL_COLUMNS
     seconds: float
+    critique_stats: list[dict[str, float]] = field(default_factory=list)  # per step, the arew/* statistics
+    rollouts: list[dict] = field(default_factory=list)  # sampled training episodes (arew.lab.export)
 
 
 def compute_advantages(
@@ -166,7 +169,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     generator = torch.Generator().manual_seed(seed)
 
     group = config.group_size if variant.base == "grpo" else 1
-    log = []
+    log, critique_stats, rollouts = [], [], []
     for step in range(1, config.steps + 1):  # 1-based, like verl's trainer global step
         t0 = time.perf_counter()
         tasks = np.repeat(rng.choice(len(train_rows), config.episodes_per_step // group, replace=False), group)
@@ -198,6 +201,9 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         row["vf_loss"] = float(vf_loss.detach())
         row["seconds"] = time.perf_counter() - t0
         log.append({key: row[key] for key in LOG_COLUMNS})
+        injection = export.critique_injection(ro, variant, arew, step, base)
+        critique_stats.append({} if injection is None else injection.stats)
+        rollouts += export.episodes(ro, config.task, step, injection)
         if progress is not None:
             progress(1)
 
@@ -215,4 +221,4 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     )
     measured = {**_summary(evaluation, policy.step_bins), **evaluation.diagnostics}
     final = {key: measured[key] for key in FINAL_COLUMNS}
-    return RunResult(variant.name, seed, log, final, time.perf_counter() - started)
+    return RunResult(variant.name, seed, log, final, time.perf_counter() - started, critique_stats, rollouts)

@@ -122,3 +122,18 @@ def test_command_line_builds_the_config():
         build_config(parser.parse_args(["lab", "--variants", "ppo-vanilla,sac-as"]))
     with pytest.raises(SystemExit):
         build_config(parser.parse_args(["lab", "--seeds", "0"]))
+
+
+def test_every_run_is_written_in_the_trainers_formats_and_reported(quick_run):
+    from arew.reporting.report import load_runs
+
+    folders = [quick_run / "runs" / name / f"seed{seed}" for name in VARIANTS.split(",") for seed in (0, 1)]
+    runs = load_runs(folders)
+    assert all(run.problems == {} for run in runs)
+    assert all(len(run.series["critic/score/mean"]) == QUICK["steps"] for run in runs)
+    assert all(len(run.episodes) == 4 * QUICK["steps"] for run in runs)
+    reweighted = [run for run in runs if "vanilla" not in run.name]
+    assert reweighted and all("arew/both_signs_frac" in run.series for run in reweighted)
+    html = (quick_run / "report.html").read_text()
+    assert all(f'"name": "{name}/seed{seed}"' in html for name in VARIANTS.split(",") for seed in (0, 1))
+    assert len(list((quick_run / "report_png").glob("*.png"))) >= 10
