@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 from pathlib import Path
@@ -329,8 +330,9 @@ def _worker(tokenizer, server, config):
     return worker
 
 
-def _trainer_advantages(transfer_queue, keys, config) -> dict:
-    """The AReW trainer's advantage stage on the stored samples ``keys``; returns its metrics."""
+def _trainer_advantages(transfer_queue, keys, config, rollouts_dir) -> dict:
+    """The AReW trainer's advantage stage on the stored samples ``keys`` (rollout rows to ``rollouts_dir``); returns its metrics."""
+    config = OmegaConf.merge(config, {"arew_rollouts": {"dir": str(rollouts_dir)}})
     # the actor's old-log-prob stage runs before advantages in training; stand in with the rollout's own
     rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
     batch = transfer_queue.kv_batch_put(
@@ -343,7 +345,7 @@ def _trainer_advantages(transfer_queue, keys, config) -> dict:
     return metrics
 
 
-async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue):
+async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue, tmp_path):
     """verl's TQ agent-loop worker runs arew_agent, stores the samples, and the AReW trainer stage reweights them."""
     info = row["extra_info"]
     informative, dominated = _queries(info)
@@ -367,7 +369,7 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
             global_steps=1,
         )
         keys.append(f"pe0_{session}_0")
-    metrics = _trainer_advantages(transfer_queue, keys, config)
+    metrics = _trainer_advantages(transfer_queue, keys, config, tmp_path)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores", "extra_fields"])
     masks = [m.bool() for m in data["response_mask"].unbind()]
@@ -389,8 +391,23 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
     assert "episode/reward/mean" not in metrics  # verl's validation table owns the "reward" column
     assert metrics["episode/decisions/mean"] == pytest.approx(3.5)
 
+    # the rollout rows: every episode of the step (per_step 4 >= 2), each decision with its critique and coefficient
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert sorted(r["episode"] for r in rows) == ["::0", "::1"] or len(rows) == 2
+    first = next(r for r in rows if r["reward"] == 1.0)
+    assert [t["critique"] for t in first["turns"]] == record["label"] and first["turns"][0]["agent"] == informative
+    assert [t["applied"] for t in first["turns"]] == record["label"]
+    assert [t["coefficient"] for t in first["turns"]] == pytest.approx([{1: 0.5 / n_pos, 0: 0.0, -1: -0.5 / n_neg}[z] for z in record["label"]])
+    assert [t["turn"] for t in first["turns"]] == [1, 1, 2, 2] and first["turns"][-1]["feedback"] is None
+    assert first["turns"][0]["feedback"].strip() and first["prompt"] == row["prompt"][-1]["content"]
+    assert first["task"] == "pe-g-s2" and first["failed"] is None and first["numbers"]["decisions"] == 4.0
+    other = next(r for r in rows if r["reward"] == 0.0)
+    assert [t["coefficient"] for t in other["turns"]] == [0.0, 0.0, 0.0]  # one-sided: nothing added under this weighting
+    assert metrics["timing_s/arew_rollouts"] >= 0 and "selflock/corr_as_reward" in metrics
+    assert ("selflock/corr_as_oracle" in metrics) == ("proxy_oracle_reward" in first["numbers"])
 
-async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_right(chat_tokenizer, row, transfer_queue):
+
+async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_right(chat_tokenizer, row, transfer_queue, tmp_path):
     """verl's TQ worker stores a failed episode like any other; the AReW stage keeps it out of its GRPO group."""
     info = row["extra_info"]
     informative, dominated = _queries(info)
@@ -415,7 +432,7 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
             global_steps=1,
         )
         keys.append(f"pe9_{session}_0")
-    metrics = _trainer_advantages(transfer_queue, keys, config)
+    metrics = _trainer_advantages(transfer_queue, keys, config, tmp_path)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores"])
     advantages = data["advantages"].unbind()
@@ -431,4 +448,4 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
 
     strict = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
     with pytest.raises(RuntimeError, match=r"1 of 3 episodes failed this step \(33%\), more than arew_agent.max_failed_share=0.2"):
-        _trainer_advantages(transfer_queue, keys, strict)
+        _trainer_advantages(transfer_queue, keys, strict, tmp_path)
