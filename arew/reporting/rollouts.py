@@ -256,10 +256,8 @@ def append_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         handle.write("".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows))
 
 
-TABLE_COLUMNS = (
-    "step", "episode", "task", "reward", "failed", "turns", "critiques", "coef_pos", "coef_neg", "transcript", "prompt",
-)  # fmt: skip
-"""The W&B table's fixed columns; the episode's numbers (decisions, proxy_*, ...) follow, sorted."""
+TABLE_COLUMNS = ("step", "episode", "task", "reward", "failure", "critiques", "coef_pos", "coef_neg", "transcript", "prompt")
+"""The W&B table's fixed columns; the episode's numbers (decisions, failed, proxy_*, ...) follow, sorted."""
 
 
 def _sign(value: int | None) -> str:
@@ -296,7 +294,7 @@ def transcript_text(row: Mapping[str, Any]) -> str:
 def table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
     """(columns, data) of a W&B Table: one row per episode, its transcript as text, its numbers as columns."""
     number_keys = sorted({key for row in rows for key in row["numbers"]})
-    columns = [*TABLE_COLUMNS, *number_keys]
+    columns = [*TABLE_COLUMNS, *(f"numbers/{key}" if key in TABLE_COLUMNS else key for key in number_keys)]
     data = []
     for row in rows:
         coefficients = [t["coefficient"] for t in row["turns"] if t["coefficient"] is not None]
@@ -307,7 +305,6 @@ def table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]
                 row["task"],
                 row["reward"],
                 row["failed"]["reason"] if row["failed"] else "",
-                len(row["turns"]),
                 critique_line(row),
                 sum(c for c in coefficients if c > 0) if coefficients else None,
                 sum(c for c in coefficients if c < 0) if coefficients else None,

@@ -112,10 +112,11 @@ def test_last_user_message_of_a_prompt():
 
 
 def test_the_table_shows_signs_per_turn_and_numbers_as_columns():
-    row = build_row("train", 2, "train:1:0", 1.0, _stored(1), {"proxy_as_mean": 0.5}, None, [1, 0, -1], [0.4, 0.0, -0.4])
-    val = build_row("val", 2, "val:1:0", 0.0, _stored(1), {"proxy_oracle_reward": 1.0}, None)
+    row = build_row("train", 2, "train:1:0", 1.0, _stored(1), {"proxy_as_mean": 0.5, "failed": 0.0}, None, [1, 0, -1], [0.4, 0.0, -0.4])
+    val = build_row("val", 2, "val:1:0", 0.0, _stored(1), {"proxy_oracle_reward": 1.0}, {"reason": "deadline", "error": "late"})
     columns, data = table([row, val])
-    assert columns[-2:] == ["proxy_as_mean", "proxy_oracle_reward"]
+    assert columns[-3:] == ["failed", "proxy_as_mean", "proxy_oracle_reward"] and len(set(columns)) == len(columns)
+    assert [dict(zip(columns, d))["failure"] for d in data] == ["", "deadline"]
     record = dict(zip(columns, data[0]))
     assert record["critiques"] == "AS+1 BT0 BT+1>-1" == critique_line(row)
     assert record["coef_pos"] == 0.4 and record["coef_neg"] == -0.4 and record["proxy_oracle_reward"] is None
