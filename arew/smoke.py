@@ -155,8 +155,10 @@ def run(
     timeout: float | None = None,
     echo: bool = False,
     cluster: bool = False,
+    env: dict[str, str] | None = None,
 ) -> SmokeRun:
-    """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log)."""
+    """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log);
+    ``env`` adds environment variables (e.g. WANDB_MODE) to the run's."""
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     if not CONFIG_DIR.is_dir():
@@ -164,8 +166,10 @@ def run(
     data_dir = folder / "data"
     prepare_data(task, data_dir, source)
     model_dir = Path(model).resolve() if model else _tiny_model_for(task, folder / "model", data_dir)
+    extra_env = dict(env or {})
     env = {
         **os.environ,
+        **extra_env,
         "VERL_PLATFORM": "cpu",
         "HF_HUB_OFFLINE": "1",
         "AREW_DATA_DIR": str(data_dir),

@@ -14,7 +14,9 @@ reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["arew_episode"]``, the weight versions it was generated with in
 ``min_global_steps``/``max_global_steps`` (verl's staleness tags), and the episode's metrics in
 ``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
-their batch means under ``episode/`` in training).
+their batch means under ``episode/`` in training), and, unless ``arew_rollouts`` samples no
+episode, the readable transcript in ``extra_fields["arew_transcript"]``
+(:func:`arew.reporting.rollouts.transcript`; a failed episode keeps the turns it got to).
 
 Failure policy: an exception anywhere in one episode (environment, user client, critique,
 parsing, generation, a user's own environment) or an overrun of ``episode_timeout`` ends that
@@ -47,6 +49,7 @@ from verl.utils.profiler import simple_timer
 from arew.core.records import RECORDS_KEY, make_record
 from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
+from arew.reporting.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
 from envs.base import StepResult
 from envs.registry import make_env
 
@@ -131,6 +134,8 @@ class _Episode(EpisodeLog):
     spans: list[tuple[int, int]] = field(default_factory=list)
     counterfactual_calls: int = 0
     weight_versions: list[int] = field(default_factory=list)
+    task: str | None = None
+    prompt: str = ""  # the prompt's last user message
 
     def note_generation(self, output) -> None:
         """Record the weight version (trainer global step) a generation came from, as verl's own loops do."""
@@ -157,6 +162,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         self.response_length = self.rollout_config.response_length
         self.settings = AgentLoopSettings.from_config(self.config.get("arew_agent"))
         self.settings.check_budget(self.response_length)
+        self.rollout_settings = RolloutSettings.from_config(self.config.get("arew_rollouts"))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -178,12 +184,13 @@ class CritiqueAgentLoop(AgentLoopBase):
         return self._failed_output(episode, name, reason, failure, sampling_params, kwargs)
 
     async def _run_episode(self, episode: _Episode, name: str, extra_info, sampling_params, kwargs) -> AgentLoopOutput:
-        task = extra_info.get("task")
+        task = episode.task = extra_info.get("task")
         if task is None:
             raise ValueError(f"{AGENT_NAME}: dataset row has no extra_info['task']; regenerate the data with `arew prepare`")
         seed = episode_seed(name)
         env = make_env(task, extra_info, seed, **self.settings.env_options)
         episode.messages = list(kwargs.get("raw_prompt") or env.initial_messages())
+        episode.prompt = last_user_message(episode.messages)
         prompt_ids = await self.loop.run_in_executor(
             None, lambda: self.continuous_token_builder.build_initial_tokens(episode.messages)
         )
@@ -213,9 +220,19 @@ class CritiqueAgentLoop(AgentLoopBase):
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
+                **self._transcript_field(episode, kwargs),
                 **episode.weight_version_fields(kwargs.get("global_steps")),
             },
         )
+
+    def _transcript_field(self, episode: _Episode, kwargs) -> dict:
+        """``{TRANSCRIPT_KEY: ...}`` for the rollout tables, or nothing when they sample no episode."""
+        settings = self.rollout_settings
+        if not settings.enabled:
+            return {}
+        prompt = episode.prompt or last_user_message(kwargs.get("raw_prompt"))
+        task = episode.task or dict(kwargs.get("extra_info") or {}).get("task")
+        return {TRANSCRIPT_KEY: transcript(episode.turns(), prompt, task, kwargs.get("data_source"), settings.max_text_chars)}
 
     def _failed_output(self, episode: _Episode, name: str, reason: str, error: BaseException, sampling_params, kwargs):
         """A sample that trains nothing: one end token under mask 0, no critiques, reward 0, and why it failed."""
@@ -237,6 +254,7 @@ class CritiqueAgentLoop(AgentLoopBase):
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
                 FAILURE_KEY: {"reason": reason, "error": f"{type(error).__name__}: {error}"[:2000]},
+                **self._transcript_field(episode, kwargs),
                 **episode.weight_version_fields(kwargs.get("global_steps")),
             },
         )

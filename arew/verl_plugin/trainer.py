@@ -7,7 +7,11 @@ TransferQueue, and exposes them to the AReW estimator; afterwards the estimator'
 statistics join the step metrics under ``arew/``. Failed episodes (see the failure policy in
 :mod:`arew.verl_plugin.agent_loop`) and verl's padding samples are kept out of the group
 statistics; failures are counted per reason, and the step fails when their share exceeds
-``arew_agent.max_failed_share``. Everything else, including the replay
+``arew_agent.max_failed_share``. After the advantage stage the step's ``selflock/*`` correlations
+(:mod:`arew.reporting.selflock`) join the metrics and ``arew_rollouts.per_step`` episodes go to
+the rollout JSONL and W&B table (:mod:`arew.reporting.rollouts`); validation's
+``val_per_step`` episodes likewise (:meth:`AReWTrainer._validate` says which verl lines that
+relies on). Everything else, including the replay
 buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
 With ``arew_user_service.mode=ray`` the constructor first starts the simulated user's server in
 the Ray cluster and ``fit`` stops it (:mod:`arew.serving.ray_service` says why the hook is here).
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import Counter
 
 import pyarrow.parquet as pq
@@ -29,6 +34,18 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from arew.core import RECORDS_KEY, collect_segments, parse_config
 from arew.episodes.failures import FAILURE_REASONS
 from arew.reporting.credentials import has_wandb_credentials
+from arew.reporting.rollouts import SECTION as ROLLOUTS_SECTION
+from arew.reporting.rollouts import (
+    TRANSCRIPT_KEY,
+    RolloutSettings,
+    ValidationSample,
+    append_jsonl,
+    build_row,
+    decisions_of,
+    sample_indices,
+    table,
+)
+from arew.reporting.selflock import selflock_metrics
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
 from arew.verl_plugin.agent_loop import (
@@ -61,6 +78,7 @@ def validate_arew_setup(config) -> None:
     actor = config.actor_rollout_ref.actor
     check_batch_layout(config.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n, gpus, actor.get("use_dynamic_bsz", False))
     ServiceSettings.from_config(config.get(USER_SERVICE_SECTION))
+    RolloutSettings.from_config(config.get(ROLLOUTS_SECTION))
     if rollout_gpus > gpus:
         raise ValueError(
             f"actor_rollout_ref.rollout.tensor_model_parallel_size: {rollout.tensor_model_parallel_size} GPUs per rollout "
@@ -182,7 +200,7 @@ class AReWTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         config = parse_config(self.config.algorithm.get("arew"))
-        fields = ["extra_fields", "response_mask"]
+        fields = ["extra_fields", "response_mask", "rm_scores"]
         uses_values = base_estimator_name(self.config.algorithm.adv_estimator) == "gae"
         if uses_values:
             fields.append("values")
@@ -209,15 +227,103 @@ class AReWTrainer(PPOTrainerSync):
         )
         if segments.dropped_samples:
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
+        rewards = data.pop("rm_scores").sum(dim=1).tolist()  # the outcome reward, as verl's critic/score
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
         context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
+        self._report_step(context, extra_fields, names, rewards, failures, metrics)
         if config.dump_dir:
             self._dump_advantages(batch, records, names, config.dump_dir)
         return batch
+
+    def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:
+        """``selflock/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""
+        started = time.perf_counter()
+        infos = [ef.get(EPISODE_INFO_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        kept = [name is not None and failure is None for name, failure in zip(names, failures)]  # padding has no name
+        metrics.update(selflock_metrics(infos, rewards, kept))
+        settings = RolloutSettings.from_config(self.config.get(ROLLOUTS_SECTION))
+        step = int(self.global_steps)
+        chosen = sample_indices(names, step, settings.per_step)
+        labels, coefficients = context.applied_labels, context.coefficients
+        spans = decisions_of(context.segments.sample, chosen) if chosen and labels is not None else [None] * len(chosen)
+        rows = []
+        for i, span in zip(chosen, spans):
+            fields = extra_fields[i]
+            applied = values = None
+            if span is not None and failures[i] is None:  # a failed episode trained nothing: its turns have no values
+                applied, values = labels[span[0] : span[1]].tolist(), coefficients[span[0] : span[1]].tolist()
+            stored, failure = fields.get(TRANSCRIPT_KEY), failures[i]
+            rows.append(build_row("train", step, names[i], rewards[i], stored, infos[i], failure, applied, values))
+        self._write_rollouts("train", step, rows, settings)
+        metrics["timing_s/arew_rollouts"] = time.perf_counter() - started
+
+    def _validate(self) -> dict:
+        """verl's validation, noting ``arew_rollouts.val_per_step`` of its episodes as rollout rows.
+
+        verl's ``_validate`` (trainer_base.py, verl 0.9.1) samples each validation batch with
+        ``self.replay_buffer.sample(..., partition_id="val", ...)`` and clears it from
+        TransferQueue (``tq.kv_clear``) before the next; between the two the samples'
+        ``extra_fields`` and ``rm_scores`` (the agent loop's ``reward_score``) are in
+        TransferQueue. So the buffer's ``sample`` is wrapped for the duration of the call and
+        each batch's episodes are offered to a :class:`ValidationSample` as they come. (A
+        colocated reward model, which verl runs after sampling, would score validation after
+        these rows were read: the rows keep the agent loop's reward.)
+        """
+        settings = RolloutSettings.from_config(self.config.get(ROLLOUTS_SECTION))
+        step = int(self.global_steps)
+        chosen = ValidationSample(step, settings.val_per_step)
+        buffer = self.replay_buffer
+        original = buffer.sample
+
+        def sample(*args, **kwargs):
+            batch, extra = original(*args, **kwargs)
+            if kwargs.get("partition_id") == "val" and chosen.count:
+                self._offer_validation(batch, chosen)
+            return batch, extra
+
+        own = "sample" in vars(buffer)
+        buffer.sample = sample
+        try:
+            metrics = super()._validate()
+        finally:
+            if own:
+                buffer.sample = original
+            else:
+                del buffer.sample
+        started = time.perf_counter()
+        rows = [build_row("val", step, *payload) for payload in chosen.payloads()]
+        self._write_rollouts("val", step, rows, settings)
+        logger.info("validation rollout rows: %d in %.3f s", len(rows), time.perf_counter() - started)
+        return metrics
+
+    @staticmethod
+    def _offer_validation(batch: KVBatchMeta, chosen: ValidationSample) -> None:
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "rm_scores"])
+        rewards = data["rm_scores"].sum(dim=1).tolist()
+        tags = list(batch.tags or [{}] * len(batch.keys))
+        for item, reward, tag in zip(data["extra_fields"], rewards, tags):
+            fields = getattr(item, "data", item)
+            if tag.get("is_padding", False) or not isinstance(fields, dict):
+                continue
+            name = fields.get(EPISODE_NAME_KEY)
+            stored, info, failure = fields.get(TRANSCRIPT_KEY), fields.get(EPISODE_INFO_KEY), fields.get(FAILURE_KEY)
+            chosen.offer(name, (name, reward, stored, info, failure))
+
+    def _write_rollouts(self, split: str, step: int, rows: list, settings: RolloutSettings) -> None:
+        """Append the rows to ``<folder>/<split>.jsonl`` and, with the wandb logger, log them as the ``rollouts/<split>`` table."""
+        if not rows:
+            return
+        append_jsonl(settings.folder(self.config.trainer.get("default_local_dir")) / f"{split}.jsonl", rows)
+        tracking = getattr(self, "logger", None)  # verl's Tracking, made in fit()
+        if settings.wandb and tracking is not None and "wandb" in getattr(tracking, "logger", {}):
+            import wandb
+
+            columns, data = table(rows)
+            tracking.log(data={f"rollouts/{split}": wandb.Table(columns=columns, data=data, allow_mixed_types=True)}, step=step, backend=["wandb"])
 
     def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str) -> None:
         """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""

@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from arew.core import collect_segments, parse_config, reweight_advantages
 from arew import smoke
 from arew.reporting import panels
+from arew.reporting.rollouts import sample_indices
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 DETERMINISTIC = (
@@ -55,9 +56,14 @@ def runs_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("e2e")
 
 
+ROLLOUTS_PER_STEP = 6  # of the step's 8 episodes: a sample, not all of them
+
+
 @pytest.fixture(scope="module")
 def grpo(runs_dir):
-    """GRPO as+bt: validation first, a large learning rate (so a missed sync would show), checkpoints every step."""
+    """GRPO as+bt: validation first, a large learning rate (so a missed sync would show), checkpoints every step,
+    W&B offline in the run folder (for the rollout tables)."""
+    (runs_dir / "grpo" / "wandb").mkdir(parents=True)
     return _run(
         runs_dir / "grpo",
         *DETERMINISTIC,
@@ -66,6 +72,22 @@ def grpo(runs_dir):
         "trainer.save_freq=1",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"algorithm.arew.dump_dir={runs_dir / 'grpo' / 'dumps'}",
+        "trainer.logger=[console,file,wandb]",
+        f"arew_rollouts.per_step={ROLLOUTS_PER_STEP}",
+        env={"WANDB_MODE": "offline", "WANDB_DIR": str(runs_dir / "grpo" / "wandb"), "WANDB_SILENT": "true"},
+    )
+
+
+@pytest.fixture(scope="module")
+def vanilla(grpo, runs_dir):
+    """The grpo run's first step without critiques: same seed and model, so the same rollouts with verl's own advantages."""
+    return _run(
+        runs_dir / "vanilla",
+        *DETERMINISTIC,
+        f"algorithm.arew.dump_dir={runs_dir / 'vanilla' / 'dumps'}",
+        variant="vanilla",
+        steps=1,
+        model=grpo.folder / "model",
     )
 
 
@@ -102,16 +124,8 @@ def test_actor_weights_change(grpo):
     assert len(changed) > len(before) // 2
 
 
-def test_advantages_differ_from_vanilla_exactly_where_the_records_say(grpo, runs_dir):
+def test_advantages_differ_from_vanilla_exactly_where_the_records_say(grpo, vanilla):
     """Same seed, same rollouts: AReW's step-1 advantages are verl's plus the critique coefficients."""
-    vanilla = _run(
-        runs_dir / "vanilla",
-        *DETERMINISTIC,
-        f"algorithm.arew.dump_dir={runs_dir / 'vanilla' / 'dumps'}",
-        variant="vanilla",
-        steps=1,
-        model=grpo.folder / "model",
-    )
     ours = _dump(grpo, 1)
     theirs = _by_episode(_dump(vanilla, 1), ours["episodes"])
     assert ours["records"] == theirs["records"]  # same seed: the same episodes, turn for turn
@@ -326,3 +340,74 @@ def test_dashboard_panels_are_logged_by_a_real_run(grpo):
     logged = {key for line in grpo.metrics_path.read_text().splitlines() for key in json.loads(line)["data"]}
     missing = panels.missing_keys(logged, needs=("always", "pe", "grpo", "validation"))
     assert missing == [], f"dashboard panel keys this run never logged: {missing}"
+
+
+def _rollouts(result: smoke.SmokeRun, split: str) -> list[dict]:
+    return [json.loads(line) for line in (result.folder / "rollouts" / f"{split}.jsonl").read_text().splitlines()]
+
+
+ROW_KEYS = {"split", "step", "episode", "task", "data_source", "reward", "failed", "prompt", "numbers", "turns"}
+TURN_KEYS = {"index", "turn", "channel", "agent", "feedback", "critique", "applied", "coefficient"}
+
+
+def _check_schema(row: dict, split: str) -> None:
+    assert set(row) == ROW_KEYS and row["split"] == split and row["task"] == "pe-g-s2"
+    assert row["data_source"] == "arew/pe-g-s2" and row["failed"] is None and 0 < len(row["prompt"]) <= 4000
+    assert isinstance(row["reward"], float) and all(isinstance(v, float) for v in row["numbers"].values())
+    assert row["numbers"]["decisions"] == len(row["turns"]) > 0 and "proxy_as_mean" in row["numbers"]
+    for i, turn in enumerate(row["turns"]):
+        assert set(turn) == TURN_KEYS and turn["index"] == i and turn["channel"] in ("as", "bt") and turn["turn"] >= 1
+        assert isinstance(turn["agent"], str) and turn["critique"] in (-1, 0, 1)
+    assert row["turns"][0]["turn"] == 1 and row["turns"][-1]["feedback"] is None  # the final answer gets no reply
+
+
+def test_train_rollouts_carry_each_decisions_coefficient(grpo, vanilla):
+    """Rows of the sampled episodes, each decision with the value AReW added to its tokens: the grpo dump's
+    advantages minus the vanilla run's (same rollouts) on that decision's model tokens."""
+    rows = _rollouts(grpo, "train")
+    assert [row["step"] for row in rows] == [1] * ROLLOUTS_PER_STEP + [2] * ROLLOUTS_PER_STEP
+    ours = _dump(grpo, 1)
+    theirs = _by_episode(_dump(vanilla, 1), ours["episodes"])
+    first = [row for row in rows if row["step"] == 1]
+    assert [row["episode"] for row in first] == [ours["episodes"][i] for i in sample_indices(ours["episodes"], 1, ROLLOUTS_PER_STEP)]
+    nonzero = 0
+    for row in rows:
+        _check_schema(row, "train")
+    for row in first:
+        i = ours["episodes"].index(row["episode"])
+        record, mask = ours["records"][i], ours["response_mask"][i].bool()
+        added = ours["advantages"][i] - theirs["advantages"][i]
+        assert [t["channel"] for t in row["turns"]] == record["channel"] and [t["critique"] for t in row["turns"]] == record["label"]
+        for turn, start, end in zip(row["turns"], record["start"], record["end"]):
+            model = mask[start:end]
+            expected = torch.full((int(model.sum()),), turn["coefficient"])
+            torch.testing.assert_close(added[start:end][model], expected, atol=1e-6, rtol=0)
+            assert turn["applied"] in (-1, 0, 1) and (turn["coefficient"] == 0 or (turn["coefficient"] > 0) == (turn["applied"] > 0))
+            nonzero += turn["coefficient"] != 0
+    assert nonzero > 0
+
+
+def test_validation_rollouts_and_selflock_metrics(grpo):
+    rows = _rollouts(grpo, "val")
+    assert len(rows) == 4 and {row["step"] for row in rows} == {0}  # data.val_max_samples=4, one rollout each
+    for row in rows:
+        _check_schema(row, "val")
+        assert all(t["applied"] is None and t["coefficient"] is None for t in row["turns"])
+    assert sum(row["reward"] for row in rows) / 4 == pytest.approx(grpo.validation["val-core/arew/pe-g-s2/reward/mean@1"])
+    for step in grpo.steps:
+        for key in ("selflock/corr_as_reward", "selflock/corr_as_oracle", "selflock/corr_gap"):
+            assert key in step and (step[key] is None or -2 <= step[key] <= 2), key  # null: undefined (NaN)
+        gap = step["episode/proxy_oracle_reward/mean"] - step["critic/score/mean"]
+        assert step["selflock/oracle_reward_gap"] == pytest.approx(gap)
+        assert 0 <= step["timing_s/arew_rollouts"] < step["timing_s/step"]
+
+
+def test_wandb_offline_run_holds_the_rollout_tables(grpo):
+    runs = list((grpo.folder / "wandb" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    tables = runs[0] / "files" / "media" / "table" / "rollouts"
+    train, val = sorted(tables.glob("train_*.table.json")), sorted(tables.glob("val_*.table.json"))
+    assert len(train) == 2 and len(val) == 1
+    content = json.loads(train[0].read_text())
+    assert "transcript" in content["columns"] and "critiques" in content["columns"]
+    assert len(content["data"]) == ROLLOUTS_PER_STEP

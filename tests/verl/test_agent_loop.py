@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
+from arew.reporting.rollouts import TRANSCRIPT_KEY, truncate
 from arew.verl_plugin import agent_loop
 from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
@@ -254,6 +256,34 @@ async def test_a_raising_environment_fails_only_its_episode_and_logs_one_traceba
     assert len(tracebacks) == 1 and tracebacks[0].exc_info[0] is KeyError  # once per process and kind, with its traceback
 
 
+async def test_the_transcript_keeps_each_turn_cut_at_the_limit_and_what_a_failed_episode_got_to(chat_tokenizer, row):
+    info = row["extra_info"]
+    informative, _ = _queries(info)
+    truth = _vector(info["w_star"])
+    belief = f"<scratch>{'x' * 300}</scratch><interact>{truth}</interact>"
+    config = OmegaConf.merge(_config(), {"arew_rollouts": {"max_text_chars": 120}})
+
+    async def play(texts, settings=config):
+        server = ScriptedServer(chat_tokenizer, texts)
+        return await _loop(chat_tokenizer, server, settings).run({}, raw_prompt=row["prompt"], extra_info=info, data_source="arew/pe-g-s2")
+
+    output = await play([informative, belief, f"<answer>{truth}</answer>"])
+    stored, record = output.extra_fields[TRANSCRIPT_KEY], output.extra_fields[RECORDS_KEY]
+    assert stored["task"] == "pe-g-s2" and stored["data_source"] == "arew/pe-g-s2"
+    assert stored["prompt"] == truncate(row["prompt"][-1]["content"], 120) != ""
+    assert [t["channel"] for t in stored["turns"]] == record["channel"] and [t["critique"] for t in stored["turns"]] == record["label"]
+    assert stored["turns"][0]["agent"] == informative and stored["turns"][0]["feedback"]
+    assert len(stored["turns"][1]["agent"]) == 120 and stored["turns"][1]["agent"].endswith("characters, cut]")
+    assert stored["turns"][2] == {"agent": f"<answer>{truth}</answer>", "channel": "bt", "critique": record["label"][2], "feedback": None}
+
+    failed = await play([informative, belief])  # the engine has nothing left for the third turn
+    assert failed.extra_fields[FAILURE_KEY]["reason"] == "generation"
+    assert [t["agent"] for t in failed.extra_fields[TRANSCRIPT_KEY]["turns"]] == [informative, stored["turns"][1]["agent"]]
+
+    off = OmegaConf.merge(_config(), {"arew_rollouts": {"per_step": 0, "val_per_step": 0}})
+    assert TRANSCRIPT_KEY not in (await play([informative, belief, f"<answer>{truth}</answer>"], off)).extra_fields
+
+
 async def test_a_raising_engine_is_a_generation_failure(chat_tokenizer, row):
     output = await _loop(chat_tokenizer, RaisingServer(), _config()).run({}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
     _assert_trains_nothing(output, "generation", "RuntimeError: engine died")
@@ -329,8 +359,9 @@ def _worker(tokenizer, server, config):
     return worker
 
 
-def _trainer_advantages(transfer_queue, keys, config) -> dict:
-    """The AReW trainer's advantage stage on the stored samples ``keys``; returns its metrics."""
+def _trainer_advantages(transfer_queue, keys, config, rollouts_dir) -> dict:
+    """The AReW trainer's advantage stage on the stored samples ``keys`` (rollout rows to ``rollouts_dir``); returns its metrics."""
+    config = OmegaConf.merge(config, {"arew_rollouts": {"dir": str(rollouts_dir)}})
     # the actor's old-log-prob stage runs before advantages in training; stand in with the rollout's own
     rollout = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["rollout_log_probs"])
     batch = transfer_queue.kv_batch_put(
@@ -343,7 +374,7 @@ def _trainer_advantages(transfer_queue, keys, config) -> dict:
     return metrics
 
 
-async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue):
+async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, transfer_queue, tmp_path):
     """verl's TQ agent-loop worker runs arew_agent, stores the samples, and the AReW trainer stage reweights them."""
     info = row["extra_info"]
     informative, dominated = _queries(info)
@@ -367,7 +398,7 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
             global_steps=1,
         )
         keys.append(f"pe0_{session}_0")
-    metrics = _trainer_advantages(transfer_queue, keys, config)
+    metrics = _trainer_advantages(transfer_queue, keys, config, tmp_path)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores", "extra_fields"])
     masks = [m.bool() for m in data["response_mask"].unbind()]
@@ -389,8 +420,23 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
     assert "episode/reward/mean" not in metrics  # verl's validation table owns the "reward" column
     assert metrics["episode/decisions/mean"] == pytest.approx(3.5)
 
+    # the rollout rows: every episode of the step (per_step 4 >= 2), each decision with its critique and coefficient
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert sorted(r["episode"] for r in rows) == sorted(agent_loop.episode_name(info, session) for session in range(2))
+    first = next(r for r in rows if r["reward"] == 1.0)
+    assert [t["critique"] for t in first["turns"]] == record["label"] and first["turns"][0]["agent"] == informative
+    assert [t["applied"] for t in first["turns"]] == record["label"]
+    assert [t["coefficient"] for t in first["turns"]] == pytest.approx([{1: 0.5 / n_pos, 0: 0.0, -1: -0.5 / n_neg}[z] for z in record["label"]])
+    assert [t["turn"] for t in first["turns"]] == [1, 1, 2, 2] and first["turns"][-1]["feedback"] is None
+    assert first["turns"][0]["feedback"].strip() and first["prompt"] == row["prompt"][-1]["content"]
+    assert first["task"] == "pe-g-s2" and first["failed"] is None and first["numbers"]["decisions"] == 4.0
+    other = next(r for r in rows if r["reward"] == 0.0)
+    assert [t["coefficient"] for t in other["turns"]] == [0.0, 0.0, 0.0]  # one-sided: nothing added under this weighting
+    assert metrics["timing_s/arew_rollouts"] >= 0 and "selflock/corr_as_reward" in metrics
+    assert ("selflock/corr_as_oracle" in metrics) == ("proxy_oracle_reward" in first["numbers"])
 
-async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_right(chat_tokenizer, row, transfer_queue):
+
+async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_right(chat_tokenizer, row, transfer_queue, tmp_path):
     """verl's TQ worker stores a failed episode like any other; the AReW stage keeps it out of its GRPO group."""
     info = row["extra_info"]
     informative, dominated = _queries(info)
@@ -415,7 +461,7 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
             global_steps=1,
         )
         keys.append(f"pe9_{session}_0")
-    metrics = _trainer_advantages(transfer_queue, keys, config)
+    metrics = _trainer_advantages(transfer_queue, keys, config, tmp_path)
 
     data = transfer_queue.kv_batch_get(keys=keys, partition_id="train", select_fields=["advantages", "response_mask", "rm_scores"])
     advantages = data["advantages"].unbind()
@@ -429,6 +475,11 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
     assert metrics["episode/failed/environment"] == 0.0
     assert metrics["episode/failed/mean"] == pytest.approx(1 / 3)
 
+    rows = {r["episode"]: r for r in map(json.loads, (tmp_path / "train.jsonl").read_text().splitlines())}
+    failed = rows[agent_loop.episode_name(info, 1)]
+    assert failed["failed"]["reason"] == "generation" and failed["reward"] == 0.0 and failed["turns"] == []
+    assert rows[agent_loop.episode_name(info, 2)]["failed"] is None and len(rows) == 3
+
     strict = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
     with pytest.raises(RuntimeError, match=r"1 of 3 episodes failed this step \(33%\), more than arew_agent.max_failed_share=0.2"):
-        _trainer_advantages(transfer_queue, keys, strict)
+        _trainer_advantages(transfer_queue, keys, strict, tmp_path)

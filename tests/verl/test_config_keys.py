@@ -1,4 +1,4 @@
-"""Every documented key of ``algorithm.arew`` and ``arew_agent`` rejects invalid values at start-up, naming itself."""
+"""Every documented key of ``algorithm.arew``, ``arew_agent`` and ``arew_rollouts`` rejects invalid values at start-up, naming itself."""
 
 import math
 from pathlib import Path
@@ -7,6 +7,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from arew.core import parse_config
+from arew.reporting.rollouts import RolloutSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
 DEFAULTS = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "base" / "arew.yaml"))
@@ -50,6 +51,12 @@ def test_algorithm_arew_keys(key):
 @pytest.mark.parametrize("key", [k for k in _leaves(DEFAULTS["arew_agent"])])
 def test_arew_agent_keys(key):
     _check_key(AgentLoopSettings.from_config, DEFAULTS["arew_agent"], "arew_agent", key)
+
+
+@pytest.mark.parametrize("key", list(_leaves(DEFAULTS["arew_rollouts"])))
+def test_arew_rollouts_keys(key):
+    _check_key(RolloutSettings.from_config, DEFAULTS["arew_rollouts"], "arew_rollouts", key)
+    assert RolloutSettings.from_config(DEFAULTS["arew_rollouts"]) == RolloutSettings()  # the yaml's defaults are the class's
 
 
 def test_sub_sections_must_be_mappings():

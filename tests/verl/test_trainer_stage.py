@@ -152,6 +152,8 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "trainer.n_gpus_per_node=1"))
     with pytest.raises(ValueError, match="rollout.name: the hf rollout is part of the CPU backend"):
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.name=hf"))
+    with pytest.raises(ValueError, match="arew_rollouts.per_step"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "arew_rollouts.per_step=-1"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
 
@@ -180,3 +182,50 @@ def test_env_options_are_checked_for_the_tasks_in_the_data(tmp_path):
     validate_arew_setup(_compose(*base, "+arew_agent.env_options.reward_rule=reference"))
     with pytest.raises(ValueError, match="arew_agent.env_options.user_timeout: not an option of PreferenceEnv"):
         validate_arew_setup(_compose(*base, "+arew_agent.env_options.user_timeout=5"))
+
+
+def test_validation_rows_come_from_the_batches_verls_validate_samples(transfer_queue, tmp_path, monkeypatch):
+    """The hook around verl's _validate sees each validation batch its replay buffer samples, writes the
+    val_per_step episodes the whole set would give, and leaves the buffer as it was."""
+    import json
+
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from arew.reporting.rollouts import TRANSCRIPT_KEY, sample_indices, transcript
+
+    names = [f"validation:{row}:0" for row in range(6)]
+    turns = [{"agent": "ask", "channel": "as", "critique": 1, "feedback": "yes"}, {"agent": "<answer>", "channel": "bt", "critique": 0, "feedback": None}]
+    batches = []
+    for b in range(2):  # two validation batches of three episodes, cleared from TransferQueue in between (as verl does)
+        keys = [f"v{b}{i}_0_0" for i in range(3)]
+        extra = [
+            {"arew_episode": names[3 * b + i], "reward_extra_info": {"proxy_as_mean": 0.1 * i}, TRANSCRIPT_KEY: transcript(turns, "q", "pe-g-s2", "arew/pe-g-s2", 100)}
+            for i in range(3)
+        ]
+        fields = {"rm_scores": _nested([[0.0, float(i)] for i in range(3)]), "extra_fields": extra}
+        batches.append((keys, fields))
+
+    class Buffer:
+        def sample(self, global_steps, partition_id, batch_size):
+            keys, fields = batches.pop(0)
+            return tq.kv_batch_put(keys=keys, partition_id=partition_id, fields=tu.get_tensordict(fields)), {}
+
+    def verls_validate(self):
+        for _ in range(2):
+            batch, _ = self.replay_buffer.sample(global_steps=self.global_steps, partition_id="val", batch_size=3)
+            tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
+        return {"val-core/x": 1.0}
+
+    monkeypatch.setattr(PPOTrainer, "_validate", verls_validate)
+    config = _compose("algorithm.adv_estimator=arew_grpo", "arew_rollouts.val_per_step=4", f"arew_rollouts.dir={tmp_path}")
+    trainer = _trainer(AReWTrainer, config, step=0)
+    trainer.replay_buffer = Buffer()
+    assert trainer._validate() == {"val-core/x": 1.0}
+    assert "sample" not in vars(trainer.replay_buffer)  # the wrapper is gone
+    rows = [json.loads(line) for line in (tmp_path / "val.jsonl").read_text().splitlines()]
+    assert [r["episode"] for r in rows] == [names[i] for i in sample_indices(names, 0, 4)]
+    for row in rows:
+        i = int(row["episode"].split(":")[1]) % 3
+        assert row["split"] == "val" and row["step"] == 0 and row["reward"] == float(i)
+        assert row["numbers"] == {"proxy_as_mean": pytest.approx(0.1 * i)} and row["task"] == "pe-g-s2"
+        assert [(t["critique"], t["applied"], t["coefficient"]) for t in row["turns"]] == [(1, None, None), (0, None, None)]
