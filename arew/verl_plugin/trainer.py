@@ -28,6 +28,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.episodes.failures import FAILURE_REASONS
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
@@ -51,9 +52,14 @@ TRAINER_MODE = "arew"
 def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
     algorithm = config.algorithm
-    parse_config(algorithm.get("arew"))
+    arew_config = parse_config(algorithm.get("arew"))
     settings = AgentLoopSettings.from_config(config.get("arew_agent"))
     rollout = config.actor_rollout_ref.rollout
+    if arew_config.synact.critiques != "off" and rollout.get("n", 1) < 2:
+        raise ValueError(
+            f"algorithm.arew.synact.critiques: {arew_config.synact.critiques!r} compares rollouts of one prompt, but "
+            f"actor_rollout_ref.rollout.n={rollout.get('n', 1)}; set rollout.n >= 2 or synact.critiques=off"
+        )
     if rollout.get("agent", {}).get("default_agent_loop") == AGENT_NAME:
         settings.check_budget(rollout.response_length)
     rollout_gpus = rollout.tensor_model_parallel_size * rollout.get("data_parallel_size", 1)
@@ -217,6 +223,9 @@ class AReWTrainer(PPOTrainerSync):
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
         context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
+        if config.synact.monitor or config.synact.critiques != "off":
+            raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
+            context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
