@@ -109,7 +109,8 @@ def _make_estimator(name: str, base_fn):
         excluded = batch.excluded if batch.excluded is not None and bool(batch.excluded.any()) else None
         if excluded is not None and kwargs.get("index") is not None:
             kwargs["index"] = _own_groups(kwargs["index"], excluded)
-        segments = _with_synact(batch, arew_config, kwargs.get("index"), token_level_rewards)
+        groups = None if base_fn is _base_gae else kwargs.get("index")  # GAE compares no rollouts: no monitor
+        segments = _with_synact(batch, arew_config, groups, token_level_rewards)
         if arew_config.mode == "intermediate_reward":
             shaped = shape_rewards(rewards, response_mask, segments, arew_config, batch.step)
             rewards = shaped.tensor
