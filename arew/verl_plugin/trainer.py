@@ -223,17 +223,17 @@ class AReWTrainer(PPOTrainerSync):
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
         context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
+        raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
         if config.synact.monitor or config.synact.critiques != "off":
-            raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
             context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
         if config.dump_dir:
-            self._dump_advantages(batch, records, names, config.dump_dir)
+            self._dump_advantages(batch, records, names, config.dump_dir, raw_keys)
         return batch
 
-    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str) -> None:
+    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str, decision_keys: list) -> None:
         """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask"])
         payload = {
@@ -243,6 +243,7 @@ class AReWTrainer(PPOTrainerSync):
             "advantages": list(data["advantages"].unbind()),
             "response_mask": list(data["response_mask"].unbind()),
             "records": records,
+            "decision_keys": decision_keys,
         }
         os.makedirs(folder, exist_ok=True)
         torch.save(payload, os.path.join(folder, f"advantages_step{int(self.global_steps)}.pt"))

@@ -126,9 +126,11 @@ def test_garbage_keys_raise_naming_the_sample_or_are_dropped_and_counted():
         ({"state": [1], "action": [3]}, "1 entries but the sample has 2"),
         ({"state": [1, 2]}, "exactly the keys"),
         ("nonsense", "expected a dict"),
-        ({"state": [1, "x"], "action": [3, 4]}, "integers"),
-        ({"state": [1, -2], "action": [3, 4]}, "[0, 2**63)"),
-        ({"state": [1, 2**70], "action": [3, 4]}, "[0, 2**63)"),
+        ({"state": [1, "x"], "action": [3, 4]}, "integers in [0, 2**63)"),
+        ({"state": [1, 2], "action": [3, 4.5]}, "integers in [0, 2**63)"),
+        ({"state": [1, -2], "action": [3, 4]}, "integers in [0, 2**63)"),
+        ({"state": [1, 2**70], "action": [3, 4]}, "integers in [0, 2**63)"),
+        ({"state": [1, [2]], "action": [3, 4]}, "integers in [0, 2**63)"),
         ({"state": (1, 2), "action": [3, 4]}, "must be a list"),
     ):
         raw = [good, bad, good]
