@@ -20,6 +20,7 @@ WEIGHTINGS = ("per_step", "minority_fixed", "fixed_pos", "fixed_neg", "abs_sum",
 NEGATIVES = ("full", "prefix", "suffix")
 WINDOWS = ("all", "first", "last")
 ON_INVALID = ("raise", "drop")
+SYNACT_CRITIQUES = ("off", "only", "fill")
 
 
 class AReWConfigError(ValueError):
@@ -48,6 +49,13 @@ class WindowConfig:
 
 
 @dataclass(frozen=True)
+class SynActConfig:
+    monitor: bool = True
+    critiques: str = "off"
+    min_rollouts: int = 2
+
+
+@dataclass(frozen=True)
 class AReWConfig:
     channels: str = "as+bt"
     mode: str = "reweight"
@@ -63,6 +71,7 @@ class AReWConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     window: WindowConfig = field(default_factory=WindowConfig)
+    synact: SynActConfig = field(default_factory=SynActConfig)
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
@@ -139,6 +148,11 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
         # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false.
         return _choice(key, "off" if value is False else value, CHANNEL_SETS)
 
+    def flag(key, value):
+        if not isinstance(value, bool):
+            _fail(key, f"expected true or false, got {value!r}")
+        return value
+
     parsers = {
         "channels": channels,
         "mode": lambda k, v: _choice(k, v, MODES),
@@ -179,6 +193,17 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
                 "keep": lambda k2, v2: _choice(k2, v2, WINDOWS),
                 "fraction": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
                 "fill": fill,
+            },
+        ),
+        "synact": lambda k, v: _section(
+            SynActConfig,
+            v,
+            k,
+            {
+                "monitor": flag,
+                # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false
+                "critiques": lambda k2, v2: _choice(k2, "off" if v2 is False else v2, SYNACT_CRITIQUES),
+                "min_rollouts": lambda k2, v2: _number(k2, v2, low=2, integer=True),
             },
         ),
     }

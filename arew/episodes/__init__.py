@@ -9,5 +9,16 @@ from arew.episodes.driver import (
     episode_seed,
     play,
 )
+from arew.episodes.keys import action_text, decision_keys
 
-__all__ = ["ANSWER_NOW_NOTICE", "OVERFLOW_POLICIES", "EpisodeLog", "Transcript", "episode_name", "episode_seed", "play"]
+__all__ = [
+    "ANSWER_NOW_NOTICE",
+    "OVERFLOW_POLICIES",
+    "EpisodeLog",
+    "Transcript",
+    "action_text",
+    "decision_keys",
+    "episode_name",
+    "episode_seed",
+    "play",
+]

@@ -8,6 +8,10 @@ A variant name reads ``<base>-<method>[-flip<alpha>]``:
   the AS and BT critiques);
 - ``-flip<alpha>``: each non-zero critique's sign is flipped with probability alpha
   (the config's ``noise.flip_prob``, paper Table 2).
+
+GRPO only: method ``synact`` (SynAct's MI critiques on both channels, rule critiques off:
+``synact.critiques=only``) and the suffix ``-synact`` on ``as``/``bt``/``as+bt`` (MI critiques
+where the rule gave 0: ``synact.critiques=fill``), before any ``-flip``.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from dataclasses import asdict, dataclass, field
 from arew.core import AReWConfig, parse_config
 
 BASES = ("ppo", "grpo")
-METHODS = ("vanilla", "as", "bt", "as+bt", "ir")
-_NAME = re.compile(r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir)(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?$")
+METHODS = ("vanilla", "as", "bt", "as+bt", "ir", "synact")
+_NAME = re.compile(
+    r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?$"
+)
 
 DEFAULT_VARIANTS = (
     "ppo-vanilla",
@@ -42,6 +48,7 @@ class Variant:
     base: str
     method: str
     flip_prob: float = 0.0
+    synact: str = "off"  # algorithm.arew.synact.critiques
 
     @property
     def uses_critiques(self) -> bool:
@@ -49,7 +56,7 @@ class Variant:
 
     def arew_config(self, lam: float, reward_coef: float, noise_seed: int, grouping: str = "pooled") -> AReWConfig:
         """The project's AReW config for this variant, built through its own validating parser."""
-        channels = {"vanilla": "off", "ir": "as+bt"}.get(self.method, self.method)
+        channels = {"vanilla": "off", "ir": "as+bt", "synact": "as+bt"}.get(self.method, self.method)
         return parse_config(
             {
                 "channels": channels,
@@ -59,6 +66,7 @@ class Variant:
                 "lam": lam,
                 "reward_coef": reward_coef,
                 "noise": {"flip_prob": self.flip_prob, "seed": noise_seed},
+                "synact": {"critiques": self.synact},
             },
             prefix="lab.arew",
         )
@@ -74,7 +82,12 @@ def parse_variant(name: str) -> Variant:
     flip = float(match["flip"]) if match["flip"] else 0.0
     if not 0.0 <= flip <= 1.0:
         raise ValueError(f"bad variant {name!r}: flip probability must lie in [0, 1]")
-    return Variant(name.strip(), match["base"], match["method"], flip)
+    synact = "only" if match["method"] == "synact" else "fill" if match["synact"] else "off"
+    if synact == "fill" and match["method"] not in ("as", "bt", "as+bt"):
+        raise ValueError(f"bad variant {name!r}: -synact goes on as, bt or as+bt")
+    if synact != "off" and match["base"] != "grpo":
+        raise ValueError(f"bad variant {name!r}: SynAct's critiques compare the rollouts of a task, which only grpo has")
+    return Variant(name.strip(), match["base"], match["method"], flip, synact)
 
 
 @dataclass(frozen=True)

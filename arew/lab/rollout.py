@@ -12,6 +12,7 @@ epochs recompute log-probabilities without replaying the environment.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 
 from arew.core import Segments, collect_segments, make_record
 from arew.core.records import CHANNELS
+from arew.core.synact import DecisionKeys
 from arew.lab.agent import Critic, History, LabPolicy, QuerySpace, sample
 from envs.preference.rules import ANSWER_WORDS
 from envs.registry import make_env
@@ -50,6 +52,8 @@ class Rollout:
     texts: list[list[str]]  # every text sent to the environment, per episode, answer last
     diagnostics: dict[str, float]
     replies: list[list[str]] = field(default_factory=list)  # the environment's message after each decision
+    state_keys: torch.Tensor | None = None  # (B, 2H) SynAct state key of each decision (arew.core.synact); None: not kept
+    action_keys: torch.Tensor | None = None  # (B, 2H) its action key
 
     @property
     def n_decisions(self) -> int:
@@ -63,6 +67,37 @@ class Rollout:
 
     def segments(self) -> Segments:
         return collect_segments(self.records(), torch.full((len(self.labels),), self.n_decisions))
+
+    def decision_keys(self) -> DecisionKeys | None:
+        """The keys in :meth:`segments`' order (episode, then position), or None when the rollout kept none."""
+        if self.state_keys is None or self.action_keys is None:
+            return None
+        state, action = self.state_keys.reshape(-1).numpy(), self.action_keys.reshape(-1).numpy()
+        return DecisionKeys(state, action, np.ones(len(state), dtype=bool))
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(key: np.ndarray, *values: np.ndarray) -> np.ndarray:
+    """(B,) uint64 keys with ``values`` (B,) folded in, by splitmix64's finaliser: equal inputs, equal keys."""
+    with np.errstate(over="ignore"):
+        for value in values:
+            key = key ^ (np.asarray(value).astype(np.uint64) + _GOLDEN + (key << np.uint64(6)) + (key >> np.uint64(2)))
+            key = (key ^ (key >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            key = (key ^ (key >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            key = key ^ (key >> np.uint64(31))
+    return key
+
+
+def _reply_codes(steps) -> np.ndarray:
+    """A stable code of each environment reply (the text the agent reads next)."""
+    return np.array([zlib.crc32(step.feedback.encode()) for step in steps], dtype=np.uint64)
+
+
+def _keys_as_int(keys: list[np.ndarray]) -> torch.Tensor:
+    """(B, n) int64 tensor of the contract's range [0, 2**63) from n (B,) uint64 key arrays."""
+    return torch.from_numpy((np.stack(keys, 1) >> np.uint64(1)).astype(np.int64))
 
 
 def _chosen(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -106,6 +141,10 @@ def rollout(
         + ("v_as", "v_bt", "z_as", "z_bt", "ok_as", "ok_bt", "p_as", "p_bt")
     }
     rows_index = torch.arange(batch)
+    # SynAct keys: the state folds in each decision's channel, action and the environment's reply to it
+    state = np.zeros(batch, dtype=np.uint64)
+    state_keys: list[np.ndarray] = []
+    action_keys: list[np.ndarray] = []
     loop = asyncio.new_event_loop()
     try:
         for turn in range(space.max_turns):
@@ -136,6 +175,10 @@ def rollout(
             keep["ok_as"].append(torch.ones(batch, dtype=torch.bool))
             keep["p_as"].append(informative)
             history.record_query(query, answer, informative)
+            action = _mix(np.zeros(batch, dtype=np.uint64), query.numpy())
+            state_keys.append(state)
+            action_keys.append(action)
+            state = _mix(state, np.zeros(batch), action, _reply_codes(steps))
 
             features = history.bt_features(turn)
             logits = policy.bt_logits(features)
@@ -154,6 +197,10 @@ def rollout(
             keep["z_bt"].append(torch.tensor([step.critique for step in steps]))
             keep["ok_bt"].append(ok)
             keep["p_bt"].append(torch.tensor([step.info["bt_proxy"] for step in steps], dtype=torch.float32))
+            action = _mix(np.zeros(batch, dtype=np.uint64), *move.numpy().T)
+            state_keys.append(state)
+            action_keys.append(action)
+            state = _mix(state, np.ones(batch), action, _reply_codes(steps))
             for episode, (question, guess) in enumerate(zip(sent, guesses)):
                 texts[episode] += [question, guess]
     finally:
@@ -187,4 +234,6 @@ def rollout(
         texts=texts,
         diagnostics=diagnostics,
         replies=replies,
+        state_keys=_keys_as_int(state_keys),
+        action_keys=_keys_as_int(action_keys),
     )

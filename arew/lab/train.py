@@ -21,6 +21,7 @@ from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, add_intermediate_rewards, reweight_advantages
 from arew.lab import export
+from arew.core.synact import apply_synact, synact
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.rollout import Rollout, rollout
@@ -36,6 +37,8 @@ LOG_COLUMNS = (
     "as_critique_pos",
     "bt_critique_pos",
     "bt_critique_neg",
+    "as_outcome_constant_share",
+    "bt_outcome_constant_share",
     "adv_shift",
     "as_entropy",
     "bt_entropy",
@@ -67,13 +70,27 @@ class RunResult:
 
 
 def compute_advantages(
-    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int
+    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int, monitor: dict | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output."""
+    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output.
+
+    For GRPO the SynAct monitor's statistics go into ``monitor`` (when given) and, for the
+    ``synact`` variants, its MI critiques into the labels before the transforms, as in the trainer.
+    """
     mask = torch.ones(ro.labels.shape)
     rewards = torch.zeros(ro.labels.shape)
     rewards[:, -1] = ro.reward
     segments = ro.segments() if variant.uses_critiques else None
+    keys = ro.decision_keys()
+    if variant.base == "grpo" and keys is not None and (arew.synact.monitor or arew.synact.critiques != "off"):
+        all_segments = segments if segments is not None else ro.segments()
+        result = synact(all_segments, keys, ro.task_index.numpy(), ro.reward.double().numpy(), arew.synact.min_rollouts)
+        if monitor is not None:
+            monitor.update(result.stats)
+        if segments is not None:
+            segments, counts = apply_synact(segments, result, arew.synact.critiques)
+            if monitor is not None:
+                monitor.update(counts)
     if variant.method == "ir":
         rewards, _ = add_intermediate_rewards(rewards, mask, segments, arew, step)
     if variant.base == "ppo":
@@ -176,7 +193,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         ro = rollout(
             policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
         )
-        advantages, returns, base = compute_advantages(ro, variant, arew, config, step)
+        monitor: dict[str, float] = {}
+        advantages, returns, base = compute_advantages(ro, variant, arew, config, step, monitor)
         mask = torch.ones(advantages.shape)
         for _ in range(config.ppo_epochs):
             log_probs = policy.log_probs(ro)
@@ -196,6 +214,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
                 vf_loss.backward()
                 critic_opt.step()
         row = {"step": step, **_summary(ro, policy.step_bins)}
+        for channel in ("as", "bt"):  # None: no decision point this step, or no monitor (PPO)
+            row[f"{channel}_outcome_constant_share"] = monitor.get(f"arew/synact/{channel}/outcome_constant_share")
         row["adv_shift"] = float((advantages - base).abs().mean())
         row["pg_loss"] = float(pg_loss.detach())
         row["vf_loss"] = float(vf_loss.detach())

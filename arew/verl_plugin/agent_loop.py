@@ -9,7 +9,8 @@ response_mask 1, the environment's messages 0. The builder's merges are called i
 than through verl's thread-pool wrappers: a merge costs about 0.2 ms, less than the hand-off.
 
 For every assistant turn the loop records its token span, channel and critique in
-``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`), puts the outcome
+``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`) and each decision's
+state and action key in ``extra_fields["arew_decision_keys"]`` (:mod:`arew.core.synact`), puts the outcome
 reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["arew_episode"]``, the weight versions it was generated with in
 ``min_global_steps``/``max_global_steps`` (verl's staleness tags), and the episode's metrics in
@@ -47,9 +48,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
+from arew.core.synact import KEYS_KEY
 from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.reporting.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
+from arew.episodes.keys import decision_keys
 from envs.base import StepResult
 from envs.registry import make_env
 
@@ -218,6 +221,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(**episode.metrics),
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
+                KEYS_KEY: decision_keys(episode),
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
                 **self._transcript_field(episode, kwargs),
@@ -251,6 +255,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(**episode.metrics),
             extra_fields={
                 RECORDS_KEY: make_record([], [], []),
+                KEYS_KEY: {"state": [], "action": []},
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
                 FAILURE_KEY: {"reason": reason, "error": f"{type(error).__name__}: {error}"[:2000]},

@@ -27,6 +27,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from arew.core import Segments, parse_config, reweight, shape_rewards
+from arew.core.synact import DecisionKeys, apply_synact, group_ids, synact
 
 ESTIMATOR_PREFIX = "arew_"
 
@@ -44,6 +45,8 @@ class AdvantageBatch:
     # filled by the estimator: each decision's critique after the transforms (K,) and the value it got (K,)
     applied_labels: torch.Tensor | None = None
     coefficients: torch.Tensor | None = None
+    # each decision's SynAct state and action key (arew.core.synact); None: the monitor and MI critiques are off
+    decision_keys: DecisionKeys | None = None
 
 
 _current: contextvars.ContextVar[AdvantageBatch | None] = contextvars.ContextVar("arew_advantage_batch", default=None)
@@ -103,19 +106,21 @@ def _make_estimator(name: str, base_fn):
         batch = _require_batch(name)
         arew_config = parse_config((config or {}).get("arew"))
         rewards = token_level_rewards
-        if arew_config.mode == "intermediate_reward":
-            shaped = shape_rewards(rewards, response_mask, batch.segments, arew_config, batch.step)
-            rewards = shaped.tensor
-            _note(batch, shaped)
         excluded = batch.excluded if batch.excluded is not None and bool(batch.excluded.any()) else None
         if excluded is not None and kwargs.get("index") is not None:
             kwargs["index"] = _own_groups(kwargs["index"], excluded)
+        groups = None if base_fn is _base_gae else kwargs.get("index")  # GAE compares no rollouts: no monitor
+        segments = _with_synact(batch, arew_config, groups, token_level_rewards)
+        if arew_config.mode == "intermediate_reward":
+            shaped = shape_rewards(rewards, response_mask, segments, arew_config, batch.step)
+            rewards = shaped.tensor
+            _note(batch, shaped)
         advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, **kwargs)
         if excluded is not None:
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
         if arew_config.mode == "reweight":
-            reweighted = reweight(advantages, response_mask, batch.segments, arew_config, batch.step)
+            reweighted = reweight(advantages, response_mask, segments, arew_config, batch.step)
             advantages = reweighted.tensor
             _note(batch, reweighted)
         return advantages, returns
@@ -123,6 +128,24 @@ def _make_estimator(name: str, base_fn):
     estimator.__name__ = name
     estimator.__doc__ = f"AReW over verl's '{name.removeprefix(ESTIMATOR_PREFIX)}' estimator (see arew.verl_plugin.estimators)."
     return estimator
+
+
+def _with_synact(batch: AdvantageBatch, config, index, token_level_rewards: torch.Tensor) -> Segments:
+    """The segments the critiques come from: with MI critiques on, their labels replaced or filled (``synact.critiques``).
+
+    Needs the group ids (GRPO-style estimators); without them (GAE) nothing is computed or logged.
+    """
+    settings = config.synact
+    if batch.decision_keys is None or index is None or not (settings.monitor or settings.critiques != "off"):
+        return batch.segments
+    outcome = token_level_rewards.detach().sum(-1).double().cpu().numpy()
+    result = synact(batch.segments, batch.decision_keys, group_ids(index), outcome, settings.min_rollouts)
+    if settings.monitor:
+        batch.metrics.update(result.stats)
+        batch.metrics["arew/synact/keys_dropped"] = float(batch.decision_keys.dropped_samples)
+    segments, counts = apply_synact(batch.segments, result, settings.critiques)
+    batch.metrics.update(counts)
+    return segments
 
 
 def _note(batch: AdvantageBatch, injection) -> None:

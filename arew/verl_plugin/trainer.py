@@ -32,6 +32,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.episodes.failures import FAILURE_REASONS
 from arew.reporting.credentials import has_wandb_credentials
 from arew.reporting.rollouts import SECTION as ROLLOUTS_SECTION
@@ -68,9 +69,14 @@ TRAINER_MODE = "arew"
 def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
     algorithm = config.algorithm
-    parse_config(algorithm.get("arew"))
+    arew_config = parse_config(algorithm.get("arew"))
     settings = AgentLoopSettings.from_config(config.get("arew_agent"))
     rollout = config.actor_rollout_ref.rollout
+    if arew_config.synact.critiques != "off" and rollout.get("n", 1) < 2:
+        raise ValueError(
+            f"algorithm.arew.synact.critiques: {arew_config.synact.critiques!r} compares rollouts of one prompt, but "
+            f"actor_rollout_ref.rollout.n={rollout.get('n', 1)}; set rollout.n >= 2 or synact.critiques=off"
+        )
     if rollout.get("agent", {}).get("default_agent_loop") == AGENT_NAME:
         settings.check_budget(rollout.response_length)
     rollout_gpus = rollout.tensor_model_parallel_size * rollout.get("data_parallel_size", 1)
@@ -231,12 +237,15 @@ class AReWTrainer(PPOTrainerSync):
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
         context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
+        raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
+        if config.synact.monitor or config.synact.critiques != "off":
+            context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
         self._report_step(context, extra_fields, names, rewards, failures, metrics)
         if config.dump_dir:
-            self._dump_advantages(batch, records, names, config.dump_dir)
+            self._dump_advantages(batch, records, names, config.dump_dir, raw_keys)
         return batch
 
     def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:
@@ -325,7 +334,7 @@ class AReWTrainer(PPOTrainerSync):
             columns, data = table(rows)
             tracking.log(data={f"rollouts/{split}": wandb.Table(columns=columns, data=data, allow_mixed_types=True)}, step=step, backend=["wandb"])
 
-    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str) -> None:
+    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str, decision_keys: list) -> None:
         """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask"])
         payload = {
@@ -335,6 +344,7 @@ class AReWTrainer(PPOTrainerSync):
             "advantages": list(data["advantages"].unbind()),
             "response_mask": list(data["response_mask"].unbind()),
             "records": records,
+            "decision_keys": decision_keys,
         }
         os.makedirs(folder, exist_ok=True)
         torch.save(payload, os.path.join(folder, f"advantages_step{int(self.global_steps)}.pt"))

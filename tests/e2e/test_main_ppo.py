@@ -99,6 +99,11 @@ def test_grpo_steps_log_arew_and_episode_metrics(grpo):
             assert key in step, key
         assert step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
         assert step["arew/records_dropped"] == 0 and step["arew/samples_without_records"] == 0
+        # SynAct's monitor is on by default: the n=2 rollouts of each of the 4 prompts share their first state
+        assert step["arew/synact/as/decision_points"] >= 4 and step["arew/synact/keys_dropped"] == 0
+        assert 0 <= step["arew/synact/as/outcome_constant_share"] <= 1 and step["arew/synact/as/mi"] >= 0
+        assert 0 <= step["arew/synact/as/turn1/outcome_constant_share"] <= 1
+        assert "arew/synact/as/critique_pos" not in step  # MI critiques are off by default
         # the crash this backend found: weight versions reach verl's _compute_metrics as ints
         assert step["training/off_policy/trajectory_staleness/max"] == 0
 
@@ -144,6 +149,41 @@ def test_advantages_differ_from_vanilla_exactly_where_the_records_say(grpo, vani
         for start, end in zip(record["start"], record["end"]):
             inside[row, start:end] = True
     assert not (changed & ~inside).any()  # nothing moves outside a recorded decision
+
+
+def test_synact_fill_changes_the_advantages_only_where_it_placed_critiques(grpo, runs_dir):
+    """The grpo run's step 1 again (same model and seed: the same episodes) with the MI critiques filling the rule's zeros.
+
+    What this run can show: the keys travel from the agent loop to the estimator, the monitor and the
+    critique counts are logged, and the advantages change exactly where MI critiques went. What it cannot:
+    the tiny random model never writes a valid answer, so every reward is 0, every decision point is
+    outcome-constant and fill places nothing (tests/verl/test_trainer_stage.py checks separating points
+    through the same stage, tests/core/test_synact.py the numbers).
+    """
+    folder = runs_dir / "synact"
+    result = _run(
+        folder, *DETERMINISTIC, "algorithm.arew.synact.critiques=fill", f"algorithm.arew.dump_dir={folder / 'dumps'}",
+        steps=1, model=grpo.folder / "model",
+    )  # fmt: skip
+    step = result.steps[0]
+    placed = sum(step[f"arew/synact/{ch}/critique_{sign}"] for ch in ("as", "bt") for sign in ("pos", "neg"))
+    assert step["arew/synact/as/decision_points"] >= 4
+    ours = _dump(result, 1)
+    theirs = _by_episode(_dump(grpo, 1), ours["episodes"])
+    assert ours["records"] == theirs["records"]  # the same episodes, turn for turn
+    keys = ours["decision_keys"]
+    assert all(len(k["state"]) == len(r["start"]) for k, r in zip(keys, ours["records"]))
+    changed_rows = [not torch.equal(a, b) for a, b in zip(ours["advantages"], theirs["advantages"])]
+    if step["critic/score/max"] == step["critic/score/min"]:  # the random model: no outcome varies in any group
+        assert placed == 0 and step["arew/synact/as/outcome_constant_share"] == 1.0
+        assert not any(changed_rows)  # fill placed nothing, so nothing moved
+    else:  # outcomes varied: where MI critiques went the advantages moved, and only inside decisions
+        assert placed == 0 or any(changed_rows)
+        for advantage, other, record in zip(ours["advantages"], theirs["advantages"], ours["records"]):
+            inside = torch.zeros(len(advantage), dtype=torch.bool)
+            for start, end in zip(record["start"], record["end"]):
+                inside[start:end] = True
+            assert torch.equal(advantage[~inside], other[~inside])
 
 
 def test_resume_continues_with_the_same_schedule_and_noise(grpo, runs_dir):

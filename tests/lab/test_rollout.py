@@ -102,3 +102,30 @@ def test_diagnostics_come_from_the_environment_replay_and_agree_with_the_lab():
     assert set(d) >= {"i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess"}
     assert d["c_bt"] == pytest.approx(float(ro.bt_proxy.clamp(min=0).sum(1).mean()), abs=1e-6)
     assert d["n_informative"] == pytest.approx(float(ro.as_proxy.sum(1).mean()))
+
+
+def test_synact_keys_share_a_state_exactly_while_the_histories_agree():
+    """Eight rollouts of one task: a decision's state key is shared iff the earlier actions (and so the replies) were."""
+    spec = VARIANTS["pe-g-s2"]
+    config = LabConfig()
+    rows = generate_splits(spec, {"train": 1}, seed=11)["train"] * 8
+    space = QuerySpace(10, spec.n_attrs, spec.subset_size, spec.max_turns, belief_units=20)
+    torch.manual_seed(0)
+    policy = LabPolicy(8, config.step_bins, config.bt_init_probs, 30.0)  # a strong prior: first queries repeat
+    ro = rollout(policy, None, space, "pe-g-s2", rows, np.zeros(8, dtype=np.int64), torch.Generator().manual_seed(0), 50)
+    state, action = ro.state_keys, ro.action_keys
+    assert state.shape == action.shape == ro.labels.shape and bool((state >= 0).all())
+    assert (state[:, 0] == state[0, 0]).all()  # every rollout starts in the task's first state
+    shared = 0
+    for p in range(1, ro.n_decisions):
+        for i in range(8):
+            for j in range(i):
+                same_history = ro.texts[i][:p] == ro.texts[j][:p] and torch.equal(action[i, :p], action[j, :p])
+                assert bool(state[i, p] == state[j, p]) == same_history, (p, i, j)
+                shared += same_history
+    assert shared > 0  # some rollouts did repeat their first query and got the same answer
+    # the AS action key is the query: equal texts, equal keys
+    for i in range(8):
+        for j in range(i):
+            assert (ro.texts[i][0] == ro.texts[j][0]) == bool(action[i, 0] == action[j, 0])
+    assert ro.decision_keys().state.tolist() == state.reshape(-1).tolist()

@@ -142,7 +142,8 @@ def test_tiny_run_is_deterministic_given_its_seed():
     assert strip(first.log) != strip(other.log)
     assert [list(row) for row in first.log] == [list(LOG_COLUMNS)] * 3
     assert list(first.final) == list(FINAL_COLUMNS)
-    assert all(np.isfinite(v) for row in first.log for v in row.values())
+    assert all(np.isfinite(v) for row in first.log for k, v in row.items() if not k.endswith("outcome_constant_share"))
+    assert all(row["as_outcome_constant_share"] is None for row in first.log)  # PPO: no groups, no SynAct monitor
 
 
 def test_as_critiques_lift_the_informative_share_that_vanilla_leaves_locked():
@@ -164,3 +165,36 @@ def test_other_pe_variants_train_and_evaluate(task):
     result = train_run(quick(steps=2, task=task), parse_variant("grpo-as+bt"), 0)
     assert [row["step"] for row in result.log] == [1, 2]  # verl's global steps
     assert 0.0 <= result.final["reward"] <= 1.0 and 0.0 <= result.final["as_proxy"] <= 1.0
+
+
+def test_synact_variants_put_the_mi_critiques_where_the_rule_ones_were():
+    """Position 0 is one state per task; there the two rollouts act differently and end differently (MI = log 2)."""
+    state = torch.arange(40).view(4, 10) + 100
+    state[:, 0] = 7
+    action = torch.zeros(4, 10, dtype=torch.long)
+    action[[1, 3], 0] = 1
+    rule = [list(row) for row in LABELS]
+    rule[2][0] = 0  # fill's place: the MI critique -1 goes here; elsewhere at position 0 the rule's own sign stays
+    ro = replace(fake_rollout(rule, REWARD, [0, 0, 1, 1], values=False), state_keys=state, action_keys=action)
+    mi_labels = [[0] * 10 for _ in rule]
+    for row, sign in zip(mi_labels, (1, -1, -1, 1)):  # above the task's mean reward: +1
+        row[0] = sign
+    filled = [list(row) for row in rule]
+    filled[2][0] = -1
+    as_rule = lambda labels: replace(ro, labels=torch.tensor(labels), state_keys=None)  # noqa: E731
+    reference = parse_variant("grpo-as+bt")
+    reference_config = reference.arew_config(CONFIG.arew_lambda, CONFIG.ir_coef, noise_seed=0)
+    for name, labels, counts in (("grpo-synact", mi_labels, (2, 2)), ("grpo-as+bt-synact", filled, (0, 1))):
+        variant = parse_variant(name)
+        arew = variant.arew_config(CONFIG.arew_lambda, CONFIG.ir_coef, noise_seed=0)
+        monitor = {}
+        adv, _, _ = compute_advantages(ro, variant, arew, CONFIG, 0, monitor)
+        expected, _, _ = compute_advantages(as_rule(labels), reference, reference_config, CONFIG, 0)
+        torch.testing.assert_close(adv, expected)
+        assert monitor["arew/synact/as/decision_points"] == 2 and monitor["arew/synact/as/outcome_constant_share"] == 0.0
+        assert (monitor["arew/synact/as/critique_pos"], monitor["arew/synact/as/critique_neg"]) == counts
+    plain, _, _ = compute_advantages(ro, reference, reference_config, CONFIG, 0)
+    assert not torch.allclose(plain, compute_advantages(ro, parse_variant("grpo-as+bt-synact"), parse_variant(
+        "grpo-as+bt-synact").arew_config(CONFIG.arew_lambda, CONFIG.ir_coef, noise_seed=0), CONFIG, 0)[0])
+    run = train_run(quick(steps=2), parse_variant("grpo-as+bt-synact"), 0)
+    assert all(0.0 <= row["as_outcome_constant_share"] <= 1.0 for row in run.log)  # the first AS state is shared by each task's 4 rollouts

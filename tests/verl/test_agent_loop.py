@@ -23,6 +23,8 @@ from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
 from arew.reporting.rollouts import TRANSCRIPT_KEY, truncate
+from arew.core.synact import KEYS_KEY
+from arew.episodes import EpisodeLog, decision_keys
 from arew.verl_plugin import agent_loop
 from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
@@ -155,6 +157,10 @@ async def test_scripted_episode_records_spans_masks_labels_and_reward(chat_token
     assert "invalid" in environment_text.lower()  # the agent was told its malformed turn was invalid
     assert output.extra_fields["reward_extra_info"]["invalid_turns"] == 1
     assert output.extra_fields["reward_extra_info"]["as_neg"] == 2
+    # SynAct's keys: one per record, the action key of each turn's payload, all distinct states along the episode
+    keys = output.extra_fields[KEYS_KEY]
+    assert len(keys["state"]) == len(keys["action"]) == len(record["label"]) and len(set(keys["state"])) == len(record["label"])
+    assert [k == decision_keys(EpisodeLog(channels=["as"], labels=[0], texts=[t], replies=[None]))["action"][0] for k, t in zip(keys["action"], texts)] == [True] * len(texts)
     # the loop asked the engine to stop at the closing tags and capped each turn
     assert all(c["sampling_params"]["stop"] == ["</interact>", "</answer>"] for c in server.calls)
     assert all(c["sampling_params"]["max_tokens"] <= 128 for c in server.calls)

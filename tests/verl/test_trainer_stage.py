@@ -1,5 +1,6 @@
 """The AReW trainer's advantage stage against verl's real TransferQueue, on CPU."""
 
+import math
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
 from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
+from arew.core.synact import KEYS_KEY, DecisionKeyError
 from arew.verl_plugin.trainer import AReWTrainer, validate_arew_setup, wandb_offline_without_credentials
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +40,12 @@ def _nested(rows, dtype=torch.float32):
     return torch.nested.as_nested_tensor([torch.tensor(r, dtype=dtype) for r in rows], layout=torch.jagged)
 
 
-def _put(partition, records=RECORDS):
+def _put(partition, records=RECORDS, keys=None):
     scores = [[0.0] * (n - 1) + [s] for n, s in zip(LENGTHS, SCORES)]
     extra = [{"other": 1} if r is None else {RECORDS_KEY: r, "other": 1} for r in records]
+    for fields, k in zip(extra, keys or []):
+        if k is not None:
+            fields[KEYS_KEY] = k
     fields = {
         "uid": [k.split("_")[0] for k in KEYS],
         "response_mask": _nested(MASKS, torch.int64),
@@ -229,3 +234,65 @@ def test_validation_rows_come_from_the_batches_verls_validate_samples(transfer_q
         assert row["split"] == "val" and row["step"] == 0 and row["reward"] == float(i)
         assert row["numbers"] == {"proxy_as_mean": pytest.approx(0.1 * i)} and row["task"] == "pe-g-s2"
         assert [(t["critique"], t["applied"], t["coefficient"]) for t in row["turns"]] == [(1, None, None), (0, None, None)]
+
+
+# prompt p0: both rollouts start in state 7 and act differently (10 wins, 20 loses), then part ways;
+# prompt p1: sample 3 has no records, so sample 2 is alone at every state
+DECISION_KEYS = [
+    {"state": [7, 8, 9], "action": [10, 11, 12]},
+    {"state": [7, 5], "action": [20, 11]},
+    {"state": [7, 6], "action": [10, 11]},
+    None,
+]
+
+
+def test_synact_only_replaces_the_rule_critiques_with_the_mi_ones(transfer_queue):
+    metrics = {}
+    batch = _put("t_mi", keys=DECISION_KEYS)
+    config = _compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.synact.critiques=only")
+    _trainer(AReWTrainer, config)._compute_advantage(batch, metrics)
+    # the same stage with the MI critiques written into the records as rule critiques
+    as_rule = [
+        make_record([(0, 3), (3, 5), (5, 7)], ["as", "bt", "as"], [1, 0, 0]),
+        make_record([(0, 2), (3, 6)], ["as", "bt"], [-1, 0]),
+        make_record([(0, 2), (2, 4)], ["as", "bt"], [0, 0]),
+        None,
+    ]
+    reference = _put("t_mi_ref", as_rule)
+    _trainer(AReWTrainer, _compose("algorithm.adv_estimator=arew_grpo"))._compute_advantage(reference, {})
+    for a, ra in zip(_advantages(batch)[0], _advantages(reference)[0]):
+        torch.testing.assert_close(a, ra)
+    assert metrics["arew/synact/as/decision_points"] == 1 and metrics["arew/synact/bt/decision_points"] == 0
+    assert metrics["arew/synact/as/mi"] == pytest.approx(math.log(2))
+    assert metrics["arew/synact/as/turn1/outcome_constant_share"] == 0.0
+    assert (metrics["arew/synact/as/critique_pos"], metrics["arew/synact/as/critique_neg"]) == (1, 1)
+
+
+def test_synact_monitor_is_default_and_gae_logs_nothing(transfer_queue):
+    metrics = {}
+    _trainer(AReWTrainer, _compose("algorithm.adv_estimator=arew_grpo"))._compute_advantage(
+        _put("t_mon", keys=DECISION_KEYS), metrics
+    )
+    assert metrics["arew/synact/as/outcome_constant_share"] == 0.0
+    assert "arew/synact/as/critique_pos" not in metrics  # critiques off: the rule critiques stay
+    gae = {}
+    _trainer(AReWTrainer, _compose("critic.enable=True"))._compute_advantage(_put("t_mon_gae", keys=DECISION_KEYS), gae)
+    assert not [key for key in gae if key.startswith("arew/synact")]
+
+
+def test_garbage_decision_keys_fail_naming_the_sample_or_are_dropped(transfer_queue):
+    bad = list(DECISION_KEYS)
+    bad[1] = {"state": [7], "action": [20]}  # one entry for two decisions
+    with pytest.raises(DecisionKeyError, match="p0_1_0.*1 entries but the sample has 2"):
+        _trainer(AReWTrainer, _compose("algorithm.adv_estimator=arew_grpo"))._compute_advantage(_put("t_kbad", keys=bad), {})
+    metrics = {}
+    drop = _compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.on_invalid=drop")
+    _trainer(AReWTrainer, drop)._compute_advantage(_put("t_kdrop", keys=bad), metrics)
+    assert metrics["arew/synact/keys_dropped"] == 1 and metrics["arew/synact/as/decision_points"] == 0
+
+
+def test_synact_critiques_need_several_rollouts_per_prompt():
+    grpo = ("algorithm.adv_estimator=arew_grpo", "algorithm.arew.synact.critiques=fill")
+    with pytest.raises(ValueError, match=r"algorithm\.arew\.synact\.critiques: 'fill' .*actor_rollout_ref\.rollout\.n=1"):
+        validate_arew_setup(_compose(*grpo, "actor_rollout_ref.rollout.n=1"))
+    validate_arew_setup(_compose(*grpo, "actor_rollout_ref.rollout.n=2"))
