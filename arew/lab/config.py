@@ -7,7 +7,9 @@ A variant name reads ``<base>-<method>[-flip<alpha>]``:
   those critique channels), or ``ir`` (the intermediate-reward baseline of Appendix A.2 with
   the AS and BT critiques);
 - ``-flip<alpha>``: each non-zero critique's sign is flipped with probability alpha
-  (the config's ``noise.flip_prob``, paper Table 2).
+  (the config's ``noise.flip_prob``, paper Table 2);
+- ``-adaptive`` (AReW methods only): each channel's strength follows its measured critique
+  accuracy (``adaptive.enabled=true``, see :mod:`arew.core.quality`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from arew.core import AReWConfig, parse_config
 
 BASES = ("ppo", "grpo")
 METHODS = ("vanilla", "as", "bt", "as+bt", "ir")
-_NAME = re.compile(r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir)(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?$")
+_NAME = re.compile(r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir)(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?(?P<adaptive>-adaptive)?$")
 
 DEFAULT_VARIANTS = (
     "ppo-vanilla",
@@ -42,6 +44,7 @@ class Variant:
     base: str
     method: str
     flip_prob: float = 0.0
+    adaptive: bool = False
 
     @property
     def uses_critiques(self) -> bool:
@@ -59,6 +62,7 @@ class Variant:
                 "lam": lam,
                 "reward_coef": reward_coef,
                 "noise": {"flip_prob": self.flip_prob, "seed": noise_seed},
+                "adaptive": {"enabled": self.adaptive},
             },
             prefix="lab.arew",
         )
@@ -69,12 +73,15 @@ def parse_variant(name: str) -> Variant:
     match = _NAME.match(name.strip())
     if match is None:
         raise ValueError(
-            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-flip<alpha>], e.g. ppo-as+bt-flip0.3"
+            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-flip<alpha>][-adaptive], e.g. ppo-as+bt-flip0.3"
         )
     flip = float(match["flip"]) if match["flip"] else 0.0
     if not 0.0 <= flip <= 1.0:
         raise ValueError(f"bad variant {name!r}: flip probability must lie in [0, 1]")
-    return Variant(name.strip(), match["base"], match["method"], flip)
+    adaptive = match["adaptive"] is not None
+    if adaptive and match["method"] in ("vanilla", "ir"):
+        raise ValueError(f"bad variant {name!r}: -adaptive needs an AReW method (as, bt or as+bt)")
+    return Variant(name.strip(), match["base"], match["method"], flip, adaptive)
 
 
 @dataclass(frozen=True)
