@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from arew.core import Segments, parse_config, reweight, shape_rewards
+from arew.core import QualityTracker, Segments, parse_config, reweight, shape_rewards
 
 ESTIMATOR_PREFIX = "arew_"
 
@@ -44,6 +44,8 @@ class AdvantageBatch:
     # filled by the estimator: each decision's critique after the transforms (K,) and the value it got (K,)
     applied_labels: torch.Tensor | None = None
     coefficients: torch.Tensor | None = None
+    # the run's critique-accuracy tracker (arew.core.quality), kept by the trainer across steps; None: not measured
+    quality: QualityTracker | None = None
 
 
 _current: contextvars.ContextVar[AdvantageBatch | None] = contextvars.ContextVar("arew_advantage_batch", default=None)
@@ -115,7 +117,7 @@ def _make_estimator(name: str, base_fn):
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
         if arew_config.mode == "reweight":
-            reweighted = reweight(advantages, response_mask, batch.segments, arew_config, batch.step)
+            reweighted = reweight(advantages, response_mask, batch.segments, arew_config, batch.step, batch.quality)
             advantages = reweighted.tensor
             _note(batch, reweighted)
         return advantages, returns

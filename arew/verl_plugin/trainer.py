@@ -27,7 +27,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
 from arew.episodes.failures import FAILURE_REASONS
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
@@ -152,6 +152,9 @@ class AReWTrainer(PPOTrainerSync):
     def __init__(self, config):
         require_cpu_backend()
         validate_arew_setup(config)
+        # one critique-accuracy tracker for the run (smoothing and warnings span steps); it restarts on a resume.
+        # Only mode=reweight measures: after reward shaping no outcome-only advantage exists.
+        self.quality = QualityTracker.from_config(parse_config(config.algorithm.get("arew")))
         wandb_offline_without_credentials(config)
         from arew.serving.ray_service import start_user_service  # before verl reserves GPUs: see its docstring
 
@@ -216,7 +219,9 @@ class AReWTrainer(PPOTrainerSync):
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
-        context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
+        context = AdvantageBatch(
+            segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self.quality
+        )
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
