@@ -87,7 +87,7 @@ def _span_sums(flat: np.ndarray, bounds: np.ndarray, dtype) -> np.ndarray:
     return np.add.reduceat(flat, cuts, dtype=dtype)[0::2]
 
 
-def span_mean_advantages(advantages: torch.Tensor, prep: _Prepared) -> torch.Tensor:
+def _span_mean_advantages(advantages: torch.Tensor, prep: _Prepared) -> torch.Tensor:
     """Each decision's advantage averaged over its model tokens (K,) float64; 0 where it has none."""
     if len(prep.bounds) == 2:
         return torch.zeros(0, dtype=torch.float64)
@@ -159,7 +159,7 @@ def reweight(
     prep = _prepare(segments, response_mask, config, step)
     factors = (1.0,) * len(config.channel_lambdas())
     if quality is not None:
-        prep.stats.update(quality.update(prep.label, segments.channel, span_mean_advantages(advantages, prep)))
+        prep.stats.update(quality.update(prep.label, segments.channel, _span_mean_advantages(advantages, prep)))
         factors = quality.factors()
     lambdas = tuple(prep.factor * lam * adapt for lam, adapt in zip(config.channel_lambdas(), factors))
     per_decision = decision_coefficients(
