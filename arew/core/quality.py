@@ -20,6 +20,12 @@ probability alpha, E[accuracy] = acc0 + alpha (1 - 2 acc0) exactly (acc0: the cl
 accuracy; the set of scored decisions and their weights do not change with alpha): linear and
 decreasing in alpha when acc0 > 0.5, and exactly 0.5 at alpha = 0.5, where the signs are
 independent of everything (flipping every sign maps accuracy r to 1 - r with equal probability).
+Limitation: the outcome advantage is a proxy for y_t only where the outcome depends on the
+decision. In the self-locking regime it hardly depends on AS (Prop. C.11 bounds |A_as| by C_BT),
+so the AS estimate sits near chance even for good AS critiques (the lab measured 0.48-0.50 with
+clean critiques over 20 steps while its BT estimate ordered alpha correctly): read AS near chance
+together with C_BT, and expect the adaptive factor to throttle AS critiques exactly there.
+
 The smoothed estimate is a ratio of exponentially weighted sums of both terms, so steps count
 by their |a| mass and the first step needs no bias correction; the same symmetry holds for it.
 
