@@ -155,7 +155,8 @@ class QualityTracker:
             logger.warning(
                 "AReW: the %s critiques have agreed with the outcome's direction no better than chance for %d steps "
                 "(smoothed accuracy %.3f, within 0.5 +- algorithm.arew.quality.chance_band=%g): they add noise to the "
-                "advantages (Prop. 4.1). Check the %s critique source, or lower its strength (algorithm.arew.lam%s), drop it "
+                "advantages (Prop. 4.1), unless the outcome does not depend on them yet (AS while belief tracking is weak, "
+                "low episode/proxy_c_bt). Check the %s critique source, or lower its strength (algorithm.arew.lam%s), drop it "
                 "(algorithm.arew.channels) or set algorithm.arew.adaptive.enabled=true",
                 name.upper(), state.near_chance, state.smoothed, band, name.upper(),
                 f" / lam_{name}" if self.grouping == "separate" else "",
