@@ -4,6 +4,7 @@ Pure torch; nothing here imports verl, so it can be read, tested and reused in i
 """
 
 from arew.core.config import AReWConfig, AReWConfigError, parse_config
+from arew.core.quality import QualityTracker
 from arew.core.records import RECORDS_KEY, CritiqueRecordError, Segments, collect_segments, make_record
 from arew.core.reweight import CritiqueInjection, add_intermediate_rewards, reweight, reweight_advantages, shape_rewards
 
@@ -13,6 +14,7 @@ __all__ = [
     "AReWConfigError",
     "CritiqueInjection",
     "CritiqueRecordError",
+    "QualityTracker",
     "Segments",
     "add_intermediate_rewards",
     "collect_segments",

@@ -56,6 +56,24 @@ class SynActConfig:
 
 
 @dataclass(frozen=True)
+class QualityConfig:
+    """The live critique-accuracy estimate (:mod:`arew.core.quality`): smoothing and the near-chance warning."""
+
+    ema: float = 0.9
+    chance_band: float = 0.05
+    warn_after_steps: int = 10
+    min_decisions: int = 1
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """Scale each channel's strength by its smoothed accuracy: 0 at chance, 1 from ``full_at`` on."""
+
+    enabled: bool = False
+    full_at: float = 0.7
+
+
+@dataclass(frozen=True)
 class AReWConfig:
     channels: str = "as+bt"
     mode: str = "reweight"
@@ -72,6 +90,8 @@ class AReWConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     window: WindowConfig = field(default_factory=WindowConfig)
     synact: SynActConfig = field(default_factory=SynActConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
@@ -106,6 +126,12 @@ def _number(key: str, value, *, low: float | None = None, high: float | None = N
 def _choice(key: str, value, options) -> str:
     if not isinstance(value, str) or value not in options:
         _fail(key, f"must be one of {list(options)}, got {value!r}")
+    return value
+
+
+def _flag(key: str, value) -> bool:
+    if not isinstance(value, bool):
+        _fail(key, f"expected true or false, got {value!r}")
     return value
 
 
@@ -147,11 +173,6 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
     def channels(key, value):
         # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false.
         return _choice(key, "off" if value is False else value, CHANNEL_SETS)
-
-    def flag(key, value):
-        if not isinstance(value, bool):
-            _fail(key, f"expected true or false, got {value!r}")
-        return value
 
     parsers = {
         "channels": channels,
@@ -200,10 +221,30 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
             v,
             k,
             {
-                "monitor": flag,
+                "monitor": _flag,
                 # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false
                 "critiques": lambda k2, v2: _choice(k2, "off" if v2 is False else v2, SYNACT_CRITIQUES),
                 "min_rollouts": lambda k2, v2: _number(k2, v2, low=2, integer=True),
+            },
+        ),
+        "quality": lambda k, v: _section(
+            QualityConfig,
+            v,
+            k,
+            {
+                "ema": lambda k2, v2: _number(k2, v2, low=0.0, high=0.999),
+                "chance_band": lambda k2, v2: _number(k2, v2, low=0.0, high=0.5),
+                "warn_after_steps": lambda k2, v2: _number(k2, v2, low=1, integer=True),
+                "min_decisions": lambda k2, v2: _number(k2, v2, low=1, integer=True),
+            },
+        ),
+        "adaptive": lambda k, v: _section(
+            AdaptiveConfig,
+            v,
+            k,
+            {
+                "enabled": _flag,
+                "full_at": lambda k2, v2: _number(k2, v2, low=0.5, high=1.0),
             },
         ),
     }
@@ -216,4 +257,8 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
     if config.grouping == "pooled" and (config.lam_as is not None or config.lam_bt is not None):
         key = "lam_as" if config.lam_as is not None else "lam_bt"
         _fail(f"{prefix}.{key}", "per-channel strengths need grouping=separate (pooled mode uses lam)")
+    if config.adaptive.enabled and config.adaptive.full_at <= 0.5:
+        _fail(f"{prefix}.adaptive.full_at", f"must be > 0.5 (chance) when adaptive.enabled, got {config.adaptive.full_at!r}")
+    if config.adaptive.enabled and config.mode != "reweight":
+        _fail(f"{prefix}.adaptive.enabled", f"needs mode=reweight: critique accuracy is not estimated in mode={config.mode!r}")
     return config

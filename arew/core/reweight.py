@@ -20,6 +20,7 @@ import torch
 
 from arew.core.coefficients import decision_coefficients, last_model_token, model_mask_of
 from arew.core.config import AReWConfig
+from arew.core.quality import QualityTracker
 from arew.core.records import Segments
 from arew.core.schedule import schedule_factor
 from arew.core.stats import critique_stats
@@ -73,13 +74,26 @@ def _span_model_tokens(model_mask: np.ndarray, bounds: np.ndarray) -> torch.Tens
     empty gap's entry holds a single element instead, but gaps are not used). Integer sums are
     exact; uint16 holds any span of a row shorter than 2**16 tokens (gap sums may wrap, unused).
     """
-    decisions = (len(bounds) - 2) // 2
-    if decisions == 0:
+    if len(bounds) == 2:
         return torch.zeros(0, dtype=torch.long)
     flat = model_mask.reshape(-1).view(np.uint8)
-    cuts = bounds[1:-1] if bounds[-2] < len(flat) else bounds[1:-2]  # reduceat's indices must lie inside
     dtype = np.uint16 if model_mask.shape[1] < 2**16 else np.int64  # (NumPy sums bytes into uint16 fastest)
-    return torch.from_numpy(np.add.reduceat(flat, cuts, dtype=dtype)[0::2].astype(np.int64))
+    return torch.from_numpy(_span_sums(flat, bounds, dtype).astype(np.int64))
+
+
+def _span_sums(flat: np.ndarray, bounds: np.ndarray, dtype) -> np.ndarray:
+    """Sum of ``flat`` over each decision's span (K,), the odd runs of :func:`_run_bounds`; K > 0."""
+    cuts = bounds[1:-1] if bounds[-2] < len(flat) else bounds[1:-2]  # reduceat's indices must lie inside
+    return np.add.reduceat(flat, cuts, dtype=dtype)[0::2]
+
+
+def _span_mean_advantages(advantages: torch.Tensor, prep: _Prepared) -> torch.Tensor:
+    """Each decision's advantage averaged over its model tokens (K,) float64; 0 where it has none."""
+    if len(prep.bounds) == 2:
+        return torch.zeros(0, dtype=torch.float64)
+    values = advantages.detach().to(device="cpu", dtype=torch.float64).numpy()
+    flat = np.where(prep.model_mask, values, 0.0).reshape(-1)
+    return torch.from_numpy(_span_sums(flat, prep.bounds, np.float64)) / prep.token_counts.clamp(min=1)
 
 
 def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig, step: int) -> _Prepared:
@@ -114,9 +128,10 @@ def reweight_advantages(
     segments: Segments,
     config: AReWConfig,
     step: int,
+    quality: QualityTracker | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Return (A + lambda * u, statistics); :func:`reweight` says more."""
-    result = reweight(advantages, response_mask, segments, config, step)
+    result = reweight(advantages, response_mask, segments, config, step, quality)
     return result.tensor, result.stats
 
 
@@ -126,8 +141,14 @@ def reweight(
     segments: Segments,
     config: AReWConfig,
     step: int,
+    quality: QualityTracker | None = None,
 ) -> CritiqueInjection:
     """A + lambda * u on each decision's model tokens, with the statistics and the per-decision values.
+
+    With a ``quality`` tracker (:mod:`arew.core.quality`) the critiques' accuracy against
+    ``advantages`` (the base estimator's, before any critique) joins the statistics, and with
+    ``adaptive.enabled`` each channel's lambda is scaled by the tracker's factor, already
+    including this batch.
 
     Aliasing contract: ``advantages`` is never modified in place (with GRPO verl's base
     estimator returns one tensor as both advantages and returns, so writing into it would
@@ -136,7 +157,11 @@ def reweight(
     no buffer is kept between calls, so the caller may keep, store or modify it.
     """
     prep = _prepare(segments, response_mask, config, step)
-    lambdas = tuple(prep.factor * lam for lam in config.channel_lambdas())
+    factors = (1.0,) * len(config.channel_lambdas())
+    if quality is not None:
+        prep.stats.update(quality.update(prep.label, segments.channel, _span_mean_advantages(advantages, prep)))
+        factors = quality.factors()
+    lambdas = tuple(prep.factor * lam * adapt for lam, adapt in zip(config.channel_lambdas(), factors))
     per_decision = decision_coefficients(
         prep.label, segments, config.grouping, config.weighting, lambdas, prep.token_counts, config.negatives
     )

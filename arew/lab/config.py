@@ -1,13 +1,15 @@
 """The lab's knobs (one frozen dataclass with defaults) and the variant names it understands.
 
-A variant name reads ``<base>-<method>[-flip<alpha>]``:
+A variant name reads ``<base>-<method>[-synact][-flip<alpha>][-adaptive]``:
 
 - base: ``ppo`` (verl's GAE with a small critic) or ``grpo`` (verl's group-normalised outcome);
 - method: ``vanilla`` (outcome reward only), ``as``, ``bt`` or ``as+bt`` (AReW reweighting on
   those critique channels), or ``ir`` (the intermediate-reward baseline of Appendix A.2 with
   the AS and BT critiques);
 - ``-flip<alpha>``: each non-zero critique's sign is flipped with probability alpha
-  (the config's ``noise.flip_prob``, paper Table 2).
+  (the config's ``noise.flip_prob``, paper Table 2);
+- ``-adaptive`` (AReW methods only): each channel's strength follows its measured critique
+  accuracy (``adaptive.enabled=true``, see :mod:`arew.core.quality`).
 
 GRPO only: method ``synact`` (SynAct's MI critiques on both channels, rule critiques off:
 ``synact.critiques=only``) and the suffix ``-synact`` on ``as``/``bt``/``as+bt`` (MI critiques
@@ -24,7 +26,8 @@ from arew.core import AReWConfig, parse_config
 BASES = ("ppo", "grpo")
 METHODS = ("vanilla", "as", "bt", "as+bt", "ir", "synact")
 _NAME = re.compile(
-    r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?$"
+    r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?"
+    r"(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?(?P<adaptive>-adaptive)?$"
 )
 
 DEFAULT_VARIANTS = (
@@ -49,6 +52,7 @@ class Variant:
     method: str
     flip_prob: float = 0.0
     synact: str = "off"  # algorithm.arew.synact.critiques
+    adaptive: bool = False
 
     @property
     def uses_critiques(self) -> bool:
@@ -67,6 +71,7 @@ class Variant:
                 "reward_coef": reward_coef,
                 "noise": {"flip_prob": self.flip_prob, "seed": noise_seed},
                 "synact": {"critiques": self.synact},
+                "adaptive": {"enabled": self.adaptive},
             },
             prefix="lab.arew",
         )
@@ -77,7 +82,7 @@ def parse_variant(name: str) -> Variant:
     match = _NAME.match(name.strip())
     if match is None:
         raise ValueError(
-            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-flip<alpha>], e.g. ppo-as+bt-flip0.3"
+            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-synact][-flip<alpha>][-adaptive], e.g. ppo-as+bt-flip0.3"
         )
     flip = float(match["flip"]) if match["flip"] else 0.0
     if not 0.0 <= flip <= 1.0:
@@ -87,7 +92,10 @@ def parse_variant(name: str) -> Variant:
         raise ValueError(f"bad variant {name!r}: -synact goes on as, bt or as+bt")
     if synact != "off" and match["base"] != "grpo":
         raise ValueError(f"bad variant {name!r}: SynAct's critiques compare the rollouts of a task, which only grpo has")
-    return Variant(name.strip(), match["base"], match["method"], flip, synact)
+    adaptive = match["adaptive"] is not None
+    if adaptive and match["method"] in ("vanilla", "ir"):
+        raise ValueError(f"bad variant {name!r}: -adaptive needs an AReW method (as, bt, as+bt or synact)")
+    return Variant(name.strip(), match["base"], match["method"], flip, synact, adaptive)
 
 
 @dataclass(frozen=True)

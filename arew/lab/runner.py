@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variants",
         default=None,
-        help="comma-separated <ppo|grpo>-<vanilla|as|bt|as+bt|ir|synact>[-synact][-flip<alpha>] (default: "
+        help="comma-separated <ppo|grpo>-<vanilla|as|bt|as+bt|ir|synact>[-synact][-flip<alpha>][-adaptive] (default: "
         + ",".join(DEFAULT_VARIANTS)
         + ")",
     )

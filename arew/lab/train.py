@@ -10,6 +10,7 @@ normalisation. Policy and value losses are verl's ``compute_policy_loss_vanilla`
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,9 +20,9 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
-from arew.core import AReWConfig, add_intermediate_rewards, reweight_advantages
-from arew.lab import export
+from arew.core import AReWConfig, QualityTracker, add_intermediate_rewards, reweight_advantages
 from arew.core.synact import apply_synact, synact
+from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.rollout import Rollout, rollout
@@ -45,6 +46,10 @@ LOG_COLUMNS = (
     "pg_loss",
     "vf_loss",
     "seconds",
+    "as_accuracy",
+    "bt_accuracy",
+    "as_adaptive_factor",
+    "bt_adaptive_factor",
 )
 FINAL_COLUMNS = (
     "reward",
@@ -70,12 +75,20 @@ class RunResult:
 
 
 def compute_advantages(
-    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int, monitor: dict | None = None
+    ro: Rollout,
+    variant: Variant,
+    arew: AReWConfig,
+    config: LabConfig,
+    step: int,
+    monitor: dict | None = None,
+    quality: QualityTracker | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(advantages, returns, base advantages) of a rollout; base is the estimator's own output.
 
     For GRPO the SynAct monitor's statistics go into ``monitor`` (when given) and, for the
     ``synact`` variants, its MI critiques into the labels before the transforms, as in the trainer.
+    ``quality`` (AReW variants) measures the critiques' accuracy against ``base`` and, with
+    ``-adaptive``, scales the strengths, as in the trainer.
     """
     mask = torch.ones(ro.labels.shape)
     rewards = torch.zeros(ro.labels.shape)
@@ -101,7 +114,7 @@ def compute_advantages(
         base, returns = core_algos.compute_grpo_outcome_advantage(rewards, mask, index=ro.task_index.numpy())
     advantages = base
     if variant.uses_critiques and variant.method != "ir":
-        advantages, _ = reweight_advantages(base, mask, segments, arew, step)
+        advantages, _ = reweight_advantages(base, mask, segments, arew, step, quality)
     return advantages, returns, base
 
 
@@ -182,6 +195,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     critic_opt = torch.optim.Adam(critic.parameters(), lr=config.critic_lr) if critic is not None else None
     actor_config = _actor_config(config)
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
+    reweights = variant.uses_critiques and variant.method != "ir"
+    quality = QualityTracker.from_config(arew) if reweights else None  # one per run: accuracy is smoothed over steps
     rng = np.random.default_rng([seed, 1])
     generator = torch.Generator().manual_seed(seed)
 
@@ -194,7 +209,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
         )
         monitor: dict[str, float] = {}
-        advantages, returns, base = compute_advantages(ro, variant, arew, config, step, monitor)
+        advantages, returns, base = compute_advantages(ro, variant, arew, config, step, monitor, quality)
         mask = torch.ones(advantages.shape)
         for _ in range(config.ppo_epochs):
             log_probs = policy.log_probs(ro)
@@ -220,6 +235,11 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         row["pg_loss"] = float(pg_loss.detach())
         row["vf_loss"] = float(vf_loss.detach())
         row["seconds"] = time.perf_counter() - t0
+        measured = quality.last if quality is not None else {}
+        factors = quality.factors() if quality is not None else (math.nan, math.nan)
+        for index, name in enumerate(("as", "bt")):  # NaN: no estimate this step (or no reweighting)
+            row[f"{name}_accuracy"] = measured.get(f"arew/{name}/accuracy", math.nan)
+            row[f"{name}_adaptive_factor"] = factors[index]
         log.append({key: row[key] for key in LOG_COLUMNS})
         injection = export.critique_injection(ro, variant, arew, step, base)
         critique_stats.append({} if injection is None else injection.stats)

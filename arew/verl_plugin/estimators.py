@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from arew.core import Segments, parse_config, reweight, shape_rewards
+from arew.core import QualityTracker, Segments, parse_config, reweight, shape_rewards
 from arew.core.synact import DecisionKeys, apply_synact, group_ids, synact
 
 ESTIMATOR_PREFIX = "arew_"
@@ -47,6 +47,8 @@ class AdvantageBatch:
     coefficients: torch.Tensor | None = None
     # each decision's SynAct state and action key (arew.core.synact); None: the monitor and MI critiques are off
     decision_keys: DecisionKeys | None = None
+    # the run's critique-accuracy tracker (arew.core.quality), kept by the trainer across steps; None: not measured
+    quality: QualityTracker | None = None
 
 
 _current: contextvars.ContextVar[AdvantageBatch | None] = contextvars.ContextVar("arew_advantage_batch", default=None)
@@ -120,7 +122,7 @@ def _make_estimator(name: str, base_fn):
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
         if arew_config.mode == "reweight":
-            reweighted = reweight(advantages, response_mask, segments, arew_config, batch.step)
+            reweighted = reweight(advantages, response_mask, segments, arew_config, batch.step, batch.quality)
             advantages = reweighted.tensor
             _note(batch, reweighted)
         return advantages, returns

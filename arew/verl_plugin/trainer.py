@@ -31,7 +31,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from arew.core import RECORDS_KEY, collect_segments, parse_config
+from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
 from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.episodes.failures import FAILURE_REASONS
 from arew.reporting.credentials import has_wandb_credentials
@@ -171,6 +171,9 @@ class AReWTrainer(PPOTrainerSync):
     def __init__(self, config):
         require_cpu_backend()
         validate_arew_setup(config)
+        # one critique-accuracy tracker for the run (smoothing and warnings span steps); it restarts on a resume.
+        # Only mode=reweight measures: after reward shaping no outcome-only advantage exists.
+        self.quality = QualityTracker.from_config(parse_config(config.algorithm.get("arew")))
         wandb_offline_without_credentials(config)
         from arew.serving.ray_service import start_user_service  # before verl reserves GPUs: see its docstring
 
@@ -236,7 +239,9 @@ class AReWTrainer(PPOTrainerSync):
         rewards = data.pop("rm_scores").sum(dim=1).tolist()  # the outcome reward, as verl's critic/score
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
-        context = AdvantageBatch(segments=segments, step=int(self.global_steps), values=values, excluded=excluded)
+        context = AdvantageBatch(
+            segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self.quality
+        )
         raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
         if config.synact.monitor or config.synact.critiques != "off":
             context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)

@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from arew.core import collect_segments, parse_config, reweight_advantages
+from arew.core.quality import adaptive_factor
 from arew import smoke
 from arew.reporting import panels
 from arew.reporting.rollouts import sample_indices
@@ -106,6 +107,16 @@ def test_grpo_steps_log_arew_and_episode_metrics(grpo):
         assert "arew/synact/as/critique_pos" not in step  # MI critiques are off by default
         # the crash this backend found: weight versions reach verl's _compute_metrics as ints
         assert step["training/off_policy/trajectory_staleness/max"] == 0
+        for ch in ("as", "bt"):  # critique accuracy: only decisions with a critique and a non-zero base advantage count
+            decisions = step[f"arew/{ch}/accuracy_decisions"]
+            assert 0 <= decisions <= step[f"arew/{ch}/pos"] + step[f"arew/{ch}/neg"]
+            assert step[f"arew/{ch}/near_chance_steps"] >= 0
+            if step["critic/score/max"] == step["critic/score/min"]:  # one reward for all: GRPO's advantages are 0
+                assert decisions == 0
+            assert (f"arew/{ch}/accuracy" in step) == (decisions > 0)
+            if decisions > 0:
+                assert 0 <= step[f"arew/{ch}/accuracy"] <= 1 and 0 <= step[f"arew/{ch}/accuracy_ema"] <= 1
+            assert f"arew/{ch}/adaptive_factor" not in step  # adaptive is off by default
 
 
 def test_validation_logs_per_data_source(grpo):
@@ -221,6 +232,18 @@ def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
     if algo == "gspo":
         command = (result.folder / "command.txt").read_text()
         assert "algo=gspo" in command
+
+
+def test_adaptive_strength_follows_the_logged_accuracy(runs_dir):
+    """PPO (GAE advantages are non-zero, so critiques are scored): one step with the adaptive strength on."""
+    result = _run(runs_dir / "adaptive", "algorithm.arew.adaptive.enabled=true", "algorithm.arew.adaptive.full_at=0.9", algo="ppo", steps=1)
+    (step,) = result.steps
+    for ch in ("as", "bt"):
+        assert step[f"arew/{ch}/accuracy_decisions"] > 0 and 0 <= step[f"arew/{ch}/accuracy"] <= 1
+        assert step[f"arew/{ch}/accuracy_ema"] == pytest.approx(step[f"arew/{ch}/accuracy"])  # first step: no history
+        # pooled grouping (the default): both channels take the factor of the pooled accuracy, this step's batch included
+        assert step[f"arew/{ch}/adaptive_factor"] == pytest.approx(adaptive_factor(step["arew/accuracy_ema"], 0.9))
+    assert step["arew/accuracy_ema"] == pytest.approx(step["arew/accuracy"])
 
 
 def test_mediq_with_the_offline_patient(runs_dir, mediq_source):

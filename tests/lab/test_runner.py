@@ -90,7 +90,7 @@ def test_forked_workers_give_the_same_results_as_one_process(quick_run, tmp_path
             assert ours["final"] == theirs["final"]
             drop = [{k: v for k, v in row.items() if k != "seconds"} for row in ours["log"]]
             keep = [{k: v for k, v in row.items() if k != "seconds"} for row in theirs["log"]]
-            assert drop == keep
+            assert json.dumps(drop) == json.dumps(keep)  # (NaN, a step without an accuracy estimate, equals itself there)
 
 
 def test_command_line_builds_the_config():

@@ -1,0 +1,179 @@
+"""Critique quality, live: how often each channel's critiques point the way the outcome does.
+
+Prop. 4.1 (paper Sec. 4.3, App. C.5) says AReW's first-order gain is eta * W * (2 Acc - 1), with
+Acc the weighted accuracy of the critiques z_t against the oracle direction y_t = sign(A_t), each
+step weighted by w_t = |u_t| |A_t| ||grad log pi||^2. The oracle advantage is unknown in training,
+so the estimate uses what the batch has: the base estimator's advantage of the decision (the
+``advantages`` that :func:`arew.core.reweight` receives, averaged over the decision's model
+tokens: the group-normalised outcome for GRPO, GAE for PPO) as A_t, and
+
+    accuracy = sum |a| * 1[sign z = sign a] / sum |a|
+
+over the decisions with z != 0 (after the transforms, i.e. what training uses, so
+``noise.flip_prob`` shows) and a != 0. Of w_t it keeps |A_t|: |u_t| depends on the weighting mode
+and on the labels themselves, is zero in one-sided groups (most groups early in training) and
+would scale with the adaptive factor this estimate drives; the score norm is not available in the
+advantage stage (taken as constant).
+
+Two properties follow from the weights not depending on the critiques. With sign flips of
+probability alpha, E[accuracy] = acc0 + alpha (1 - 2 acc0) exactly (acc0: the clean critiques'
+accuracy; the set of scored decisions and their weights do not change with alpha): linear and
+decreasing in alpha when acc0 > 0.5, and exactly 0.5 at alpha = 0.5, where the signs are
+independent of everything (flipping every sign maps accuracy r to 1 - r with equal probability).
+Limitation: the outcome advantage is a proxy for y_t only where the outcome depends on the
+decision. In the self-locking regime it hardly depends on AS (Prop. C.11 bounds |A_as| by C_BT),
+so the AS estimate sits near chance even for good AS critiques (the lab measured 0.48-0.50 with
+clean critiques over 20 steps while its BT estimate ordered alpha correctly): read AS near chance
+together with C_BT, and expect the adaptive factor to throttle AS critiques exactly there.
+
+The smoothed estimate is a ratio of exponentially weighted sums of both terms, so steps count
+by their |a| mass and the first step needs no bias correction; the same symmetry holds for it.
+
+:class:`QualityTracker` keeps that state across steps (the caller owns one per run; it restarts
+on a resume), warns once per spell when a channel stays near chance, and gives the adaptive
+strength factors. Accuracy is measured on the step's batch before its reweighting, so the factor
+applies in the same step. Pure torch; no verl.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from arew.core.config import AdaptiveConfig, AReWConfig, QualityConfig
+from arew.core.records import CHANNELS
+
+logger = logging.getLogger(__name__)
+
+CHANCE = 0.5
+POOLED = ""  # the state over both channels together (grouping=pooled); its metrics have no channel in the key
+
+
+def metric_key(name: str, metric: str) -> str:
+    """``arew/<ch>/<metric>`` for a channel, ``arew/<metric>`` for the pooled estimate."""
+    return f"arew/{name}/{metric}" if name else f"arew/{metric}"
+
+
+def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, outcome: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per channel (index order of ``CHANNELS``): agreeing |a| mass, total |a| mass, scored decisions.
+
+    ``label`` (K,) are the critiques after the transforms, ``channel`` (K,) their channel index and
+    ``outcome`` (K,) each decision's base advantage; a decision is scored when z != 0 and a is a
+    non-zero finite number.
+    """
+    outcome = outcome.double()
+    scored = (label != 0) & (outcome != 0) & torch.isfinite(outcome)
+    weight = torch.where(scored, outcome.abs(), torch.zeros_like(outcome))
+    agree = torch.where(torch.sign(outcome) == label.double(), weight, torch.zeros_like(weight))
+    n = len(CHANNELS)
+    return (
+        torch.bincount(channel, weights=agree, minlength=n),
+        torch.bincount(channel, weights=weight, minlength=n),
+        torch.bincount(channel, weights=scored.double(), minlength=n).long(),
+    )
+
+
+def critique_accuracy(label: torch.Tensor, channel: torch.Tensor, outcome: torch.Tensor) -> dict[str, float]:
+    """This batch's accuracy per channel (only channels with a scored decision), see the module docstring."""
+    agree, total, _ = accuracy_sums(label, channel, outcome)
+    return {name: float(agree[i] / total[i]) for i, name in enumerate(CHANNELS) if total[i] > 0}
+
+
+def adaptive_factor(accuracy: float | None, full_at: float) -> float:
+    """0 at or below chance, rising linearly to 1 at ``full_at``; 1 while there is no estimate yet.
+
+    Linear because Prop. 4.1's gain is proportional to 2 Acc - 1; 0 below chance (the gain turns
+    negative there, and reversing the signs would trust a proxy too far); capped at 1 so the
+    configured lambda stays the largest strength.
+    """
+    if accuracy is None:
+        return 1.0
+    return min(1.0, max(0.0, (accuracy - CHANCE) / (full_at - CHANCE)))
+
+
+@dataclass
+class _State:
+    agree: float = 0.0  # exponentially weighted sums of the agreeing and the total |a| mass
+    total: float = 0.0
+    near_chance: int = 0  # consecutive counted steps with the smoothed estimate in the chance band
+
+    @property
+    def smoothed(self) -> float | None:
+        return self.agree / self.total if self.total > 0 else None
+
+
+class QualityTracker:
+    """Critique accuracy across a run's steps: smoothing, the near-chance warning, adaptive factors."""
+
+    def __init__(self, quality: QualityConfig, adaptive: AdaptiveConfig, channels: tuple[str, ...] = CHANNELS, grouping: str = "pooled"):
+        self.quality, self.adaptive, self.grouping = quality, adaptive, grouping
+        self.channels = tuple(channels)
+        self.states = {name: _State() for name in (*CHANNELS, POOLED)}
+        self.last: dict[str, float] = {}  # the latest step's metrics
+
+    @classmethod
+    def from_config(cls, config: AReWConfig) -> QualityTracker:
+        return cls(config.quality, config.adaptive, config.enabled_channels, config.grouping)
+
+    def update(self, label: torch.Tensor, channel: torch.Tensor, outcome: torch.Tensor) -> dict[str, float]:
+        """Fold one step's decisions into the state; return the step's ``arew/`` metrics (also in ``last``)."""
+        agree, total, count = accuracy_sums(label, channel, outcome)
+        sums = {name: (float(agree[i]), float(total[i]), int(count[i])) for i, name in enumerate(CHANNELS)}
+        sums[POOLED] = (float(agree.sum()), float(total.sum()), int(count.sum()))
+        stats: dict[str, float] = {}
+        for name in (*self.channels, POOLED):
+            step_agree, step_total, decisions = sums[name]
+            state = self.states[name]
+            stats[metric_key(name, "accuracy_decisions")] = float(decisions)
+            if step_total > 0:
+                stats[metric_key(name, "accuracy")] = step_agree / step_total
+            if decisions >= self.quality.min_decisions and step_total > 0:
+                state.agree = self.quality.ema * state.agree + step_agree
+                state.total = self.quality.ema * state.total + step_total
+                if name != POOLED:
+                    self._count_near_chance(name, state)
+            if state.smoothed is not None:
+                stats[metric_key(name, "accuracy_ema")] = state.smoothed
+            if name != POOLED:
+                stats[metric_key(name, "near_chance_steps")] = float(state.near_chance)
+        if self.adaptive.enabled:
+            for name, factor in zip(CHANNELS, self.factors()):
+                if name in self.channels:
+                    stats[metric_key(name, "adaptive_factor")] = factor
+        self.last = stats
+        return stats
+
+    def _count_near_chance(self, name: str, state: _State) -> None:
+        band = self.quality.chance_band
+        if abs(state.smoothed - CHANCE) > band:
+            state.near_chance = 0
+            return
+        state.near_chance += 1
+        if state.near_chance == self.quality.warn_after_steps:  # once per spell: the count only passes this value once
+            logger.warning(
+                "AReW: the %s critiques have agreed with the outcome's direction no better than chance for %d steps "
+                "(smoothed accuracy %.3f, within 0.5 +- algorithm.arew.quality.chance_band=%g): they add noise to the "
+                "advantages (Prop. 4.1), unless the outcome does not depend on them yet (AS while belief tracking is weak, "
+                "low episode/proxy_c_bt). Check the %s critique source, or lower its strength (algorithm.arew.lam%s), drop it "
+                "(algorithm.arew.channels) or set algorithm.arew.adaptive.enabled=true",
+                name.upper(), state.near_chance, state.smoothed, band, name.upper(),
+                f" / lam_{name}" if self.grouping == "separate" else "",
+            )
+
+    def factors(self) -> tuple[float, ...]:
+        """The multiplier on each channel's lambda (``CHANNELS`` order): 1 when adaptive is off.
+
+        ``grouping=pooled`` shares one P/N set across the channels, so both get the factor of the
+        pooled accuracy: a per-channel factor would unbalance the set's zero sum, and the pooled
+        update's gain is the W-weighted sum of the channels' (2 Acc - 1), i.e. that of the pooled
+        accuracy. ``separate``: each channel its own.
+        """
+        if not self.adaptive.enabled:
+            return tuple(1.0 for _ in CHANNELS)
+        if self.grouping == "pooled":
+            shared = adaptive_factor(self.states[POOLED].smoothed, self.adaptive.full_at)
+            return tuple(shared for _ in CHANNELS)
+        return tuple(adaptive_factor(self.states[name].smoothed, self.adaptive.full_at) for name in CHANNELS)
+

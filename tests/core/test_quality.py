@@ -1,0 +1,183 @@
+"""Critique accuracy against the outcome's direction (arew.core.quality): the estimate, its smoothing,
+the near-chance warning, the adaptive strength and its config."""
+
+import logging
+
+import pytest
+import torch
+
+from arew.core import AReWConfigError, QualityTracker, collect_segments, make_record, parse_config, reweight
+from arew.core.quality import accuracy_sums, adaptive_factor, critique_accuracy
+from arew.core.records import CHANNEL_INDEX
+from arew.core.transforms import transform_labels
+
+AS, BT = CHANNEL_INDEX["as"], CHANNEL_INDEX["bt"]
+
+
+def _tracker(grouping="pooled", channels="as+bt", **sections):
+    return QualityTracker.from_config(parse_config({"grouping": grouping, "channels": channels, **sections}))
+
+
+def _step(tracker, labels, outcome, channel=None):
+    label = torch.tensor(labels)
+    channel = torch.full_like(label, AS) if channel is None else torch.tensor(channel)
+    return tracker.update(label, channel, torch.tensor(outcome, dtype=torch.float64))
+
+
+def test_perfect_critiques_score_one_and_reversed_ones_zero():
+    outcome = torch.tensor([0.8, -0.3, 1.5, -2.0, 0.1])
+    channel = torch.tensor([AS, AS, BT, BT, BT])
+    signs = torch.sign(outcome).long()
+    assert critique_accuracy(signs, channel, outcome) == {"as": 1.0, "bt": 1.0}
+    assert critique_accuracy(-signs, channel, outcome) == {"as": 0.0, "bt": 0.0}
+
+
+def test_weights_are_abs_advantage_and_zero_critiques_or_advantages_are_left_out():
+    # scored: 0 (agrees, |a| 2), 1 (disagrees, 1), 2 (disagrees, 0.5); 3 has a = 0, 4 has z = 0, 5 has a NaN
+    label = torch.tensor([1, 1, -1, 1, 0, 1])
+    outcome = torch.tensor([2.0, -1.0, 0.5, 0.0, 3.0, float("nan")])
+    agree, total, count = accuracy_sums(label, torch.full_like(label, BT), outcome)
+    assert (agree[BT].item(), total[BT].item(), count[BT].item()) == (2.0, 3.5, 3)
+    assert critique_accuracy(label, torch.full_like(label, BT), outcome) == {"bt": pytest.approx(2 / 3.5)}
+    # a channel with no scored decision has no estimate, and says so with a decision count of 0
+    stats = _step(_tracker(), [0, 1], [1.0, 0.0], channel=[AS, BT])
+    assert stats["arew/as/accuracy_decisions"] == 0 and stats["arew/bt/accuracy_decisions"] == 0
+    assert "arew/as/accuracy" not in stats and "arew/as/accuracy_ema" not in stats
+
+
+def test_independent_signs_sit_at_chance():
+    generator = torch.Generator().manual_seed(7)
+    k = 20_000
+    outcome = torch.randn(k, generator=generator).double() * torch.rand(k, generator=generator).double() * 3
+    label = torch.randint(0, 2, (k,), generator=generator) * 2 - 1
+    channel = torch.randint(0, 2, (k,), generator=generator)
+    accuracy = critique_accuracy(label, channel, outcome)
+    # sd of each estimate is 0.5 * sqrt(sum a^2) / sum |a|, about 0.007 here: 0.03 is over 4 sd
+    assert accuracy["as"] == pytest.approx(0.5, abs=0.03) and accuracy["bt"] == pytest.approx(0.5, abs=0.03)
+
+
+def _noisy_accuracy(flip_prob: float, seeds: int = 300) -> tuple[float, float]:
+    """(mean estimate over noise seeds, clean accuracy) of informative critiques (80% right) under sign flips."""
+    generator = torch.Generator().manual_seed(0)
+    batch, per_sample = 16, 6
+    outcome = torch.randn(batch * per_sample, generator=generator).double()
+    right = torch.rand(batch * per_sample, generator=generator) < 0.8
+    clean = torch.where(right, torch.sign(outcome), -torch.sign(outcome)).long()
+    records = [
+        make_record([(2 * j, 2 * j + 1) for j in range(per_sample)], ["as"] * per_sample, clean[i * per_sample : (i + 1) * per_sample].tolist())
+        for i in range(batch)
+    ]
+    segments = collect_segments(records, [2 * per_sample] * batch)
+    estimates = []
+    for seed in range(seeds):
+        label = transform_labels(segments, parse_config({"noise": {"flip_prob": flip_prob, "seed": seed}}), step=1)
+        estimates.append(critique_accuracy(label, segments.channel, outcome)["as"])
+    clean_accuracy = critique_accuracy(clean, segments.channel, outcome)["as"]
+    return sum(estimates) / len(estimates), clean_accuracy
+
+
+def test_sign_flips_move_the_expected_estimate_linearly_to_chance():
+    means = {}
+    for alpha in (0.0, 0.1, 0.3, 0.5):
+        means[alpha], clean = _noisy_accuracy(alpha)
+        # E[acc] = acc0 + alpha (1 - 2 acc0): the scored set and weights do not depend on the noise
+        assert means[alpha] == pytest.approx(clean + alpha * (1 - 2 * clean), abs=0.01), alpha
+    assert means[0.0] > 0.7 and means[0.0] > means[0.1] > means[0.3] > means[0.5]
+    assert means[0.5] == pytest.approx(0.5, abs=0.01)
+
+
+def test_smoothed_estimate_is_a_ratio_of_decayed_sums_and_small_steps_stay_out():
+    tracker = _tracker(quality={"ema": 0.5, "min_decisions": 2})
+    first = _step(tracker, [1, 1], [1.0, -1.0])  # agree 1 of 2
+    assert first["arew/as/accuracy_ema"] == first["arew/as/accuracy"] == 0.5  # no bias from the empty start
+    second = _step(tracker, [1, 1, 1], [2.0, 1.0, -1.0])  # agree 3 of 4
+    assert second["arew/as/accuracy"] == 0.75
+    assert second["arew/as/accuracy_ema"] == pytest.approx((0.5 * 1 + 3) / (0.5 * 2 + 4))
+    third = _step(tracker, [-1], [5.0])  # one decision < min_decisions: logged, not smoothed in
+    assert third["arew/as/accuracy"] == 0.0 and third["arew/as/accuracy_decisions"] == 1
+    assert third["arew/as/accuracy_ema"] == second["arew/as/accuracy_ema"]
+
+
+def test_warning_once_per_near_chance_spell(caplog):
+    tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 3, "chance_band": 0.05})
+    chance, good = ([1, 1], [1.0, -1.0]), ([1, 1], [1.0, 1.0])
+    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
+        counts = [_step(tracker, *chance)["arew/as/near_chance_steps"] for _ in range(5)]
+        assert counts == [1, 2, 3, 4, 5]
+        assert len(caplog.records) == 1  # at the third step only
+        message = caplog.records[0].getMessage()
+        assert "AS" in message and "0.500" in message and "algorithm.arew.adaptive.enabled" in message
+        assert "algorithm.arew.quality.chance_band" in message
+        assert _step(tracker, *good)["arew/as/near_chance_steps"] == 0  # the spell ends
+        for _ in range(3):
+            _step(tracker, *chance)
+        assert len(caplog.records) == 2  # a new spell warns again
+    # BT never had decisions: it is not near chance
+    assert tracker.last["arew/bt/near_chance_steps"] == 0
+
+
+@pytest.mark.parametrize(
+    "accuracy, factor", [(None, 1.0), (0.3, 0.0), (0.5, 0.0), (0.55, 0.25), (0.6, 0.5), (0.7, 1.0), (0.9, 1.0)]
+)
+def test_adaptive_factor_rises_linearly_from_chance(accuracy, factor):
+    assert adaptive_factor(accuracy, full_at=0.7) == pytest.approx(factor)
+
+
+def _batch():
+    # one trajectory, AS + and - (both right), BT + and - (one right: 0.5 weighted by |a| below)
+    record = make_record([(0, 2), (2, 4), (4, 6), (6, 8)], ["as", "bt", "as", "bt"], [1, 1, -1, -1])
+    mask = torch.ones(1, 8)
+    # per-token advantages; decision means: +1, +0.5 (BT +1 agrees), -1, +0.5 (BT -1 disagrees)
+    advantages = torch.tensor([[0.5, 1.5, 0.0, 1.0, -1.0, -1.0, 1.0, 0.0]])
+    return collect_segments([record], [8]), mask, advantages
+
+
+@pytest.mark.parametrize("grouping", ["pooled", "separate"])
+def test_reweight_scales_each_channels_coefficients_by_its_factor(grouping):
+    segments, mask, advantages = _batch()
+    fixed = parse_config({"grouping": grouping})
+    adaptive = parse_config({"grouping": grouping, "adaptive": {"enabled": True, "full_at": 0.9}})
+    plain = reweight(advantages, mask, segments, fixed, step=1)
+    tracker = QualityTracker.from_config(adaptive)
+    scaled = reweight(advantages, mask, segments, adaptive, step=1, quality=tracker)
+    stats = scaled.stats
+    assert stats["arew/as/accuracy"] == 1.0 and stats["arew/bt/accuracy"] == 0.5
+    assert stats["arew/accuracy"] == pytest.approx(2.5 / 3.0)  # |a| mass: 1 + 0.5 + 1 agrees of 3
+    if grouping == "pooled":  # one P/N set: both channels get the pooled accuracy's factor, (2.5/3 - 0.5) / 0.4
+        expected = (5 / 6, 5 / 6)
+    else:
+        expected = (1.0, 0.0)  # AS accurate, BT at chance
+    assert (stats["arew/as/adaptive_factor"], stats["arew/bt/adaptive_factor"]) == pytest.approx(expected)
+    factor = torch.tensor(expected, dtype=torch.float64).index_select(0, segments.channel)
+    torch.testing.assert_close(scaled.coefficients, plain.coefficients * factor)
+    # a tracker without adaptive measures and changes nothing
+    measured = reweight(advantages, mask, segments, fixed, step=1, quality=QualityTracker.from_config(fixed))
+    torch.testing.assert_close(measured.tensor, plain.tensor)
+    assert "arew/as/adaptive_factor" not in measured.stats and measured.stats["arew/as/accuracy"] == 1.0
+
+
+def test_the_advantage_is_averaged_over_model_tokens_only():
+    record = make_record([(0, 4)], ["as"], [1])
+    mask = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+    advantages = torch.tensor([[0.2, -9.0, -9.0, 0.2]])  # environment tokens would turn the sign
+    stats = reweight(advantages, mask, collect_segments([record], [4]), parse_config({}), 1, _tracker()).stats
+    assert stats["arew/as/accuracy"] == 1.0 and stats["arew/as/accuracy_decisions"] == 1
+
+
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"quality": {"ema": 1.0}}, "algorithm.arew.quality.ema"),
+        ({"quality": {"chance_band": -0.1}}, "algorithm.arew.quality.chance_band"),
+        ({"quality": {"warn_after_steps": 0}}, "algorithm.arew.quality.warn_after_steps"),
+        ({"quality": {"min_decisions": 1.5}}, "algorithm.arew.quality.min_decisions"),
+        ({"quality": {"window": 3}}, "algorithm.arew.quality.window"),
+        ({"adaptive": {"enabled": "yes"}}, "algorithm.arew.adaptive.enabled"),
+        ({"adaptive": {"full_at": 1.2}}, "algorithm.arew.adaptive.full_at"),
+        ({"adaptive": {"enabled": True, "full_at": 0.5}}, "algorithm.arew.adaptive.full_at"),
+        ({"adaptive": {"enabled": True}, "mode": "intermediate_reward"}, "algorithm.arew.adaptive.enabled"),
+    ],
+)
+def test_invalid_quality_and_adaptive_values_name_the_key(raw, key):
+    with pytest.raises(AReWConfigError, match=key.replace(".", r"\.")):
+        parse_config(raw)

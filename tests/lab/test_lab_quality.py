@@ -1,0 +1,38 @@
+"""The lab's critique-accuracy columns and its -adaptive variants."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from arew.core.quality import adaptive_factor
+from arew.lab.config import QUICK, LabConfig, parse_variant
+from arew.lab.train import train_run
+
+
+def test_adaptive_suffix_turns_the_adaptive_strength_on():
+    variant = parse_variant("ppo-as+bt-flip0.3-adaptive")
+    assert (variant.method, variant.flip_prob, variant.adaptive) == ("as+bt", 0.3, True)
+    config = variant.arew_config(1.0, 0.1, noise_seed=0)
+    assert config.adaptive.enabled and config.noise.flip_prob == 0.3
+    assert not parse_variant("ppo-as+bt-flip0.3").arew_config(1.0, 0.1, noise_seed=0).adaptive.enabled
+
+
+@pytest.mark.parametrize("name", ["ppo-ir-adaptive", "grpo-vanilla-adaptive", "ppo-as-adaptive-flip0.3"])
+def test_adaptive_needs_an_arew_method_and_comes_last(name):
+    with pytest.raises(ValueError, match="bad variant"):
+        parse_variant(name)
+
+
+def test_runs_log_accuracy_and_the_factor_the_rule_gives():
+    config = replace(LabConfig(), **{**QUICK, "steps": 2})
+    adaptive = train_run(config, parse_variant("ppo-as+bt-adaptive"), 0)
+    vanilla = train_run(config, parse_variant("ppo-vanilla"), 0)
+    for row in adaptive.log:
+        assert 0 <= row["as_accuracy"] <= 1 and 0 <= row["bt_accuracy"] <= 1  # GAE advantages: every step is scored
+        assert row["as_adaptive_factor"] == row["bt_adaptive_factor"]  # pooled: one factor
+    # the first step's smoothed estimate is its own (no history), pooled over both channels' |A| mass
+    first = adaptive.log[0]
+    low, high = sorted((first["as_accuracy"], first["bt_accuracy"]))
+    assert adaptive_factor(low, 0.7) <= first["as_adaptive_factor"] <= adaptive_factor(high, 0.7)
+    assert all(math.isnan(row["as_accuracy"]) and math.isnan(row["as_adaptive_factor"]) for row in vanilla.log)
