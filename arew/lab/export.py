@@ -13,6 +13,7 @@ trainer. Per run folder::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +40,12 @@ ROLLOUTS_PER_STEP = 4
 
 def metrics_entry(row: dict[str, float], critique_stats: dict[str, float]) -> dict:
     """One step's line of verl's file logger from a lab log row and the step's ``arew/*`` statistics."""
-    data = {METRIC_KEYS.get(key, f"lab/{key}"): float(value) for key, value in row.items() if key != "step"}
+    # None / NaN: not measured this step (no estimate, no decision point); left out, as the trainer logs nothing then
+    data = {
+        METRIC_KEYS.get(key, f"lab/{key}"): float(value)
+        for key, value in row.items()
+        if key != "step" and value is not None and not math.isnan(value)
+    }
     data["training/global_step"] = int(row["step"])
     data.update({key: float(value) for key, value in critique_stats.items()})
     return {"step": int(row["step"]), "data": data}

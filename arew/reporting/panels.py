@@ -114,9 +114,15 @@ SECTIONS: tuple[Section, ...] = (
         "Self-locking",
         (
             Panel(
-                "AS proxy vs reward (Obs. 2)",
+                "AS proxy vs reward",
+                ("selflock/corr_as_reward",),
+                "Correlation over the step's episodes of the AS proxy with the reward the agent's own beliefs earn.",
+            ),
+            Panel(
+                "AS proxy vs reward, own and oracle (Obs. 2)",
                 ("selflock/corr_as_reward", "selflock/corr_as_oracle"),
-                "Correlation of the AS proxy with the reward under the agent's own beliefs and under the rule-based oracle.",
+                "The same correlation under the agent's beliefs and under the rule-based oracle replaying its actions.",
+                needs="pe",
             ),
             Panel(
                 "Correlation gap",

@@ -171,9 +171,6 @@ class AReWTrainer(PPOTrainerSync):
     def __init__(self, config):
         require_cpu_backend()
         validate_arew_setup(config)
-        # one critique-accuracy tracker for the run (smoothing and warnings span steps); it restarts on a resume.
-        # Only mode=reweight measures: after reward shaping no outcome-only advantage exists.
-        self.quality = QualityTracker.from_config(parse_config(config.algorithm.get("arew")))
         wandb_offline_without_credentials(config)
         from arew.serving.ray_service import start_user_service  # before verl reserves GPUs: see its docstring
 
@@ -240,7 +237,7 @@ class AReWTrainer(PPOTrainerSync):
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)
         context = AdvantageBatch(
-            segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self.quality
+            segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self._quality_tracker(config)
         )
         raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
         if config.synact.monitor or config.synact.critiques != "off":
@@ -252,6 +249,15 @@ class AReWTrainer(PPOTrainerSync):
         if config.dump_dir:
             self._dump_advantages(batch, records, names, config.dump_dir, raw_keys)
         return batch
+
+    def _quality_tracker(self, config) -> QualityTracker:
+        """The run's one critique-accuracy tracker (its smoothing and warnings span steps; it restarts on a resume).
+
+        Only ``mode=reweight`` measures: after reward shaping no outcome-only advantage exists.
+        """
+        if getattr(self, "quality", None) is None:
+            self.quality = QualityTracker.from_config(config)
+        return self.quality
 
     def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:
         """``selflock/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""

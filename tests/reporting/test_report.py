@@ -58,7 +58,7 @@ def test_panels_no_run_logged_are_listed_not_drawn_and_every_run_is_overlaid(two
 
 
 def test_star_patterns_draw_each_data_source(tmp_path, make_run):
-    keys = {"val-core/pe/reward/mean@4": 0.5, "val-core/mediq/reward/mean@4": 0.25}
+    keys = {"val-core/arew/pe-g-s2/reward/mean@4": 0.5, "val-core/arew/mediq/reward/mean@4": 0.25}
     run = make_run(tmp_path / "r", [{"step": 2, "data": keys}], [])
     sections = report.chart_data(report.load_runs([run]))
     validation = sections[0]["panels"][0]
