@@ -3,8 +3,8 @@
 So that ``arew report`` (and anything else that reads a trainer run folder) reads a lab run
 unchanged. :data:`METRIC_KEYS` is the one table from the lab's log columns to the trainer's
 metric keys, used only where the quantity is the same; the ``arew/*`` critique statistics
-come from :func:`arew.core.reweight` / :func:`arew.core.shape_rewards` themselves, as in the
-trainer. Per run folder::
+and each decision's applied critique and coefficient are the training step's own
+(:func:`arew.lab.train.advantage_stage`), as in the trainer. Per run folder::
 
     metrics.jsonl          {"step": n, "data": {key: value}} per training step
     rollouts/train.jsonl   ROLLOUTS_PER_STEP episodes per step, in the contract's schema
@@ -18,9 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from arew.core import AReWConfig, reweight, shape_rewards
 from arew.core.records import CHANNELS
 
 METRIC_KEYS = {
@@ -49,22 +47,6 @@ def metrics_entry(row: dict[str, float], critique_stats: dict[str, float]) -> di
     data["training/global_step"] = int(row["step"])
     data.update({key: float(value) for key, value in critique_stats.items()})
     return {"step": int(row["step"]), "data": data}
-
-
-def critique_injection(ro, variant, arew: AReWConfig, step: int, base: torch.Tensor):
-    """The step's critique injection as the advantage stage computed it, or None for vanilla.
-
-    Recomputed from the same inputs (the label transforms draw from a generator seeded by the
-    step, so it is the one training used); ``ir`` injects into rewards, the others into ``base``.
-    """
-    if not variant.uses_critiques:
-        return None
-    mask = torch.ones(ro.labels.shape)
-    if variant.method == "ir":
-        rewards = torch.zeros(ro.labels.shape)
-        rewards[:, -1] = ro.reward
-        return shape_rewards(rewards, mask, ro.segments(), arew, step)
-    return reweight(base, mask, ro.segments(), arew, step)
 
 
 def sampled_indices(batch: int, per_step: int = ROLLOUTS_PER_STEP) -> list[int]:

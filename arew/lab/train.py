@@ -2,8 +2,8 @@
 
 The advantage stage is the trainer's, on (B, 2H) tensors with one position per decision:
 outcome reward at the last position; for ``ir`` the critiques enter as intermediate rewards
-first (:func:`arew.core.add_intermediate_rewards`); then verl's GAE (with the small critic)
-or GRPO; then for AReW variants :func:`arew.core.reweight_advantages` after the estimator's
+first (:func:`arew.core.shape_rewards`); then verl's GAE (with the small critic)
+or GRPO; then for AReW variants :func:`arew.core.reweight` after the estimator's
 normalisation. Policy and value losses are verl's ``compute_policy_loss_vanilla`` and
 ``compute_value_loss``.
 """
@@ -20,7 +20,7 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
-from arew.core import AReWConfig, QualityTracker, add_intermediate_rewards, reweight_advantages
+from arew.core import AReWConfig, CritiqueInjection, QualityTracker, reweight, shape_rewards
 from arew.core.synact import apply_synact, synact
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
@@ -74,6 +74,14 @@ class RunResult:
     rollouts: list[dict] = field(default_factory=list)  # sampled training episodes (arew.lab.export)
 
 
+@dataclass(frozen=True)
+class AdvantageStage:
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    base: torch.Tensor  # the base estimator's own advantages
+    injection: CritiqueInjection | None  # the critiques as this stage applied them (None: vanilla)
+
+
 def compute_advantages(
     ro: Rollout,
     variant: Variant,
@@ -83,7 +91,21 @@ def compute_advantages(
     monitor: dict | None = None,
     quality: QualityTracker | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output.
+    """(advantages, returns, base advantages) of :func:`advantage_stage`."""
+    stage = advantage_stage(ro, variant, arew, config, step, monitor, quality)
+    return stage.advantages, stage.returns, stage.base
+
+
+def advantage_stage(
+    ro: Rollout,
+    variant: Variant,
+    arew: AReWConfig,
+    config: LabConfig,
+    step: int,
+    monitor: dict | None = None,
+    quality: QualityTracker | None = None,
+) -> AdvantageStage:
+    """The advantage stage of a rollout: advantages, returns, the estimator's own output, and the critique injection.
 
     For GRPO the SynAct monitor's statistics go into ``monitor`` (when given) and, for the
     ``synact`` variants, its MI critiques into the labels before the transforms, as in the trainer.
@@ -104,8 +126,10 @@ def compute_advantages(
             segments, counts = apply_synact(segments, result, arew.synact.critiques)
             if monitor is not None:
                 monitor.update(counts)
+    injection = None
     if variant.method == "ir":
-        rewards, _ = add_intermediate_rewards(rewards, mask, segments, arew, step)
+        injection = shape_rewards(rewards, mask, segments, arew, step)
+        rewards = injection.tensor
     if variant.base == "ppo":
         base, returns = core_algos.compute_gae_advantage_return(
             rewards, ro.values, mask, gamma=config.gamma, lam=config.gae_lambda
@@ -114,8 +138,9 @@ def compute_advantages(
         base, returns = core_algos.compute_grpo_outcome_advantage(rewards, mask, index=ro.task_index.numpy())
     advantages = base
     if variant.uses_critiques and variant.method != "ir":
-        advantages, _ = reweight_advantages(base, mask, segments, arew, step, quality)
-    return advantages, returns, base
+        injection = reweight(base, mask, segments, arew, step, quality)
+        advantages = injection.tensor
+    return AdvantageStage(advantages, returns, base, injection)
 
 
 def belief_follow(ro: Rollout, step_bins: torch.Tensor) -> float:
@@ -209,7 +234,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
         )
         monitor: dict[str, float] = {}
-        advantages, returns, base = compute_advantages(ro, variant, arew, config, step, monitor, quality)
+        stage = advantage_stage(ro, variant, arew, config, step, monitor, quality)
+        advantages, returns, base = stage.advantages, stage.returns, stage.base
         mask = torch.ones(advantages.shape)
         for _ in range(config.ppo_epochs):
             log_probs = policy.log_probs(ro)
@@ -241,9 +267,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             row[f"{name}_accuracy"] = measured.get(f"arew/{name}/accuracy", math.nan)
             row[f"{name}_adaptive_factor"] = factors[index]
         log.append({key: row[key] for key in LOG_COLUMNS})
-        injection = export.critique_injection(ro, variant, arew, step, base)
-        critique_stats.append({} if injection is None else injection.stats)
-        rollouts += export.episodes(ro, config.task, step, injection)
+        critique_stats.append({} if stage.injection is None else stage.injection.stats)
+        rollouts += export.episodes(ro, config.task, step, stage.injection)
         if progress is not None:
             progress(1)
 

@@ -144,7 +144,7 @@ def test_lab_columns_map_to_the_trainers_panel_keys():
     assert entry["data"]["lab/adv_shift"] == row["adv_shift"]  # no trainer key for it: kept under lab/
 
 
-@pytest.mark.parametrize("name", ["grpo-as+bt", "ppo-as"])
+@pytest.mark.parametrize("name", ["grpo-as+bt", "ppo-as", "grpo-as+bt-adaptive", "grpo-synact"])
 def test_exported_coefficient_is_the_reweighted_minus_the_base_advantage(name):
     config = LabConfig(steps=1, episodes_per_step=8, group_size=4, train_tasks=16, test_tasks=4, hidden=8, replay_samples=20)
     result = train_run(config, parse_variant(name), 0)
@@ -153,27 +153,27 @@ def test_exported_coefficient_is_the_reweighted_minus_the_base_advantage(name):
     from arew.lab import train as lab_train
 
     seen = {}
-    original = lab_train.compute_advantages
+    original = lab_train.advantage_stage
 
-    def spy(ro, variant, arew, cfg, step):
-        out = original(ro, variant, arew, cfg, step)
-        seen.update(ro=ro, out=out, injection=export.critique_injection(ro, variant, arew, step, out[2]))
-        return out
+    def spy(*args):
+        stage = original(*args)
+        seen.update(ro=args[0], stage=stage)
+        return stage
 
-    lab_train.compute_advantages = spy
+    lab_train.advantage_stage = spy
     try:
         again = train_run(config, parse_variant(name), 0)
     finally:
-        lab_train.compute_advantages = original
+        lab_train.advantage_stage = original
     assert again.rollouts == result.rollouts  # deterministic sample
-    advantages, _, base = seen["out"]
-    shift = (advantages - base).double()
+    stage = seen["stage"]
+    shift = (stage.advantages - stage.base).double()
     for episode, b in zip(result.rollouts, export.sampled_indices(len(seen["ro"].labels))):
         coefficients = torch.tensor([t["coefficient"] for t in episode["turns"]], dtype=torch.float64)
         assert torch.allclose(coefficients, shift[b], atol=1e-6)
         assert [t["critique"] for t in episode["turns"]] == seen["ro"].labels[b].tolist()
         assert [t["agent"] for t in episode["turns"]] == seen["ro"].texts[b][: len(episode["turns"])]
-    assert result.critique_stats[0]["arew/as/pos"] == float((seen["injection"].labels.view(8, -1)[:, 0::2] == 1).sum())
+    assert result.critique_stats[0]["arew/as/pos"] == float((stage.injection.labels.view(8, -1)[:, 0::2] == 1).sum())
 
 
 def test_vanilla_exports_critiques_without_applied_values_and_no_arew_metrics(tmp_path):
