@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, parse_variant
+from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 from envs.preference.generator import VARIANTS
 
 _progress_queue = None
@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"initial AS preference for obvious comparisons; higher = fewer informative queries "
         f"at the start, deeper in the locking regime (default {LabConfig.salience_init})",
+    )
+    parser.add_argument(
+        "--study",
+        default=None,
+        help="run a robustness study of arew.lab.studies instead of the default variants, "
+        "or 'all' of them (writes <out>/<study>/); see `arew lab --study list`",
     )
     parser.add_argument("--quick", action="store_true", help="tiny setting that runs in seconds (for tests)")
     parser.add_argument("--workers", type=int, default=None, help="parallel processes (default: min(2, CPUs))")
@@ -92,20 +98,22 @@ def _init_worker(progress) -> None:
     _progress_queue = progress
 
 
-def _run_job(job: tuple[LabConfig, str, int]):
+def _run_job(job: tuple[LabConfig, Variant, int]):
     from arew.lab.train import train_run
 
-    config, name, seed = job
-    return train_run(config, parse_variant(name), seed, progress=_progress_queue.put)
+    config, variant, seed = job
+    return train_run(config, variant, seed, progress=_progress_queue.put)
 
 
-def run_all(config: LabConfig, workers: int, bar: tqdm) -> list:
-    """Every (variant, seed) run of ``config``; ``bar`` advances by one per training step."""
+def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None) -> list:
+    """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs);
+    ``bar`` advances by one per training step."""
     from arew.lab.train import train_run
 
-    jobs = [(config, name, seed) for name in config.variants for seed in config.seeds]
+    if jobs is None:
+        jobs = [(config, parse_variant(name), seed) for name in config.variants for seed in config.seeds]
     if workers <= 1:
-        return [train_run(config, parse_variant(name), seed, progress=bar.update) for _, name, seed in jobs]
+        return [train_run(job_config, variant, seed, progress=bar.update) for job_config, variant, seed in jobs]
     context = mp.get_context("fork")
     progress = context.Queue()
     with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
@@ -121,11 +129,74 @@ def run_all(config: LabConfig, workers: int, bar: tqdm) -> list:
     return results
 
 
+def run_key(config: LabConfig, variant: Variant, seed: int) -> tuple:
+    """What a run's result depends on: equal keys give equal runs, whatever the arms' labels."""
+    arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
+    return (repr(config), repr(replace(variant, name="", overrides=())), repr(arew), seed)
+
+
+def run_studies(studies: list, base: LabConfig, workers: int) -> tuple[dict[str, list], float]:
+    """Every run of the studies, each distinct (config, variant, seed) once (studies share arms such
+    as ppo-vanilla); returns the results per study, relabelled to its arms, and the wall time."""
+    jobs: dict[tuple, tuple] = {}
+    plan: dict[str, list] = {}
+    for study in studies:
+        config = study.config(base)
+        plan[study.name] = []
+        for variant in study.variants():
+            for seed in config.seeds:
+                key = run_key(config, variant, seed)
+                jobs.setdefault(key, (config, variant, seed))
+                plan[study.name].append((key, variant.name))
+    steps = sum(config.steps for config, _, _ in jobs.values())
+    started = time.perf_counter()
+    label = f"arew lab --study: {len(jobs)} runs"
+    with tqdm(total=steps, desc=label, unit="step", mininterval=1.0) as bar:
+        results = dict(zip(jobs, run_all(base, min(workers, len(jobs)), bar, list(jobs.values()))))
+    wall = time.perf_counter() - started
+    return {name: [replace(results[key], variant=arm) for key, arm in runs] for name, runs in plan.items()}, wall
+
+
+def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
+    from arew.lab.report import write_outputs
+    from arew.lab.studies import STUDIES
+
+    if args.study == "list":
+        for study in STUDIES.values():
+            print(f"{study.name}: {study.description}")
+            print("  " + ", ".join(a.label for a in study.arms))
+        return
+    if args.variants:
+        raise SystemExit("--variants and --study exclude each other (a study names its arms)")
+    if args.study != "all" and args.study not in STUDIES:
+        raise SystemExit(f"unknown study {args.study!r}; known: {', '.join(STUDIES)}, all, list")
+    studies = list(STUDIES.values()) if args.study == "all" else [STUDIES[args.study]]
+    per_study, wall = run_studies(studies, base, workers)
+    print(f"arew lab --study {args.study}: {sum(len(r) for r in per_study.values())} arm runs in {wall:.0f} s")
+    for study in studies:
+        out = Path(args.out) / study.name
+        meta = {"study": study.to_dict(), "invocation": {"study": args.study, "wall_seconds": wall}}
+        write_outputs(
+            out,
+            study.config(base),
+            per_study[study.name],
+            wall,
+            variants=study.variants(),
+            extra_columns=study.table_columns,
+            metrics=dict(study.curves),
+            meta=meta,
+        )
+        print(f"\n{study.name} ({out}): {study.description}")
+        print((out / "results.md").read_text(), end="")
+
+
 def main(args: argparse.Namespace) -> None:
     from arew.lab.report import write_outputs
 
-    config = build_config(args)
     workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    if getattr(args, "study", None):
+        return study_main(args, build_config(args), workers)
+    config = build_config(args)
     n_runs = len(config.variants) * len(config.seeds)
     started = time.perf_counter()
     with tqdm(total=n_runs * config.steps, desc=f"arew lab: {n_runs} runs", unit="step", mininterval=1.0) as bar:

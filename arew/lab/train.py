@@ -36,6 +36,7 @@ LOG_COLUMNS = (
     "bt_critique_pos",
     "bt_critique_neg",
     "adv_shift",
+    "pos_neg_token_ratio",  # critiqued +1 / -1 decisions after the transforms (arew/pos_neg_token_ratio); None without any -1
     "as_entropy",
     "bt_entropy",
     "pg_loss",
@@ -64,15 +65,20 @@ class RunResult:
 
 
 def compute_advantages(
-    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int
+    ro: Rollout, variant: Variant, arew: AReWConfig, config: LabConfig, step: int, stats: dict | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output."""
+    """(advantages, returns, base advantages) of a rollout; base is the estimator's own output.
+
+    ``stats``, when given, receives the critique statistics of the AReW call (``arew/...`` keys).
+    """
+    stats = {} if stats is None else stats
     mask = torch.ones(ro.labels.shape)
     rewards = torch.zeros(ro.labels.shape)
     rewards[:, -1] = ro.reward
     segments = ro.segments() if variant.uses_critiques else None
     if variant.method == "ir":
-        rewards, _ = add_intermediate_rewards(rewards, mask, segments, arew, step)
+        rewards, injected = add_intermediate_rewards(rewards, mask, segments, arew, step)
+        stats.update(injected)
     if variant.base == "ppo":
         base, returns = core_algos.compute_gae_advantage_return(
             rewards, ro.values, mask, gamma=config.gamma, lam=config.gae_lambda
@@ -81,7 +87,8 @@ def compute_advantages(
         base, returns = core_algos.compute_grpo_outcome_advantage(rewards, mask, index=ro.task_index.numpy())
     advantages = base
     if variant.uses_critiques and variant.method != "ir":
-        advantages, _ = reweight_advantages(base, mask, segments, arew, step)
+        advantages, injected = reweight_advantages(base, mask, segments, arew, step)
+        stats.update(injected)
     return advantages, returns, base
 
 
@@ -173,7 +180,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         ro = rollout(
             policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
         )
-        advantages, returns, base = compute_advantages(ro, variant, arew, config, step)
+        arew_stats: dict[str, float] = {}
+        advantages, returns, base = compute_advantages(ro, variant, arew, config, step, arew_stats)
         mask = torch.ones(advantages.shape)
         for _ in range(config.ppo_epochs):
             log_probs = policy.log_probs(ro)
@@ -194,6 +202,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
                 critic_opt.step()
         row = {"step": step, **_summary(ro, policy.step_bins)}
         row["adv_shift"] = float((advantages - base).abs().mean())
+        row["pos_neg_token_ratio"] = arew_stats.get("arew/pos_neg_token_ratio")
         row["pg_loss"] = float(pg_loss.detach())
         row["vf_loss"] = float(vf_loss.detach())
         row["seconds"] = time.perf_counter() - t0
