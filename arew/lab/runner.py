@@ -135,29 +135,26 @@ def run_key(config: LabConfig, variant: Variant, seed: int) -> tuple:
     return (repr(config), repr(replace(variant, name="", overrides=())), repr(arew), seed)
 
 
-def run_studies(studies: list, base: LabConfig, workers: int) -> tuple[dict[str, list], float]:
-    """Every run of the studies, each distinct (config, variant, seed) once (studies share arms such
-    as ppo-vanilla); returns the results per study, relabelled to its arms, and the wall time."""
-    jobs: dict[tuple, tuple] = {}
-    plan: dict[str, list] = {}
-    for study in studies:
-        config = study.config(base)
-        plan[study.name] = []
-        for variant in study.variants():
-            for seed in config.seeds:
-                key = run_key(config, variant, seed)
-                jobs.setdefault(key, (config, variant, seed))
-                plan[study.name].append((key, variant.name))
-    steps = sum(config.steps for config, _, _ in jobs.values())
+def run_study(study, base: LabConfig, workers: int, done: dict[tuple, object]) -> tuple[list, float]:
+    """The study's runs, relabelled to its arms, and the seconds spent; ``done`` (run key -> result)
+    holds the runs of earlier studies, which are reused (studies share arms such as ppo-vanilla)
+    and receives the new ones."""
+    config = study.config(base)
+    plan = [(run_key(config, v, seed), v, seed) for v in study.variants() for seed in config.seeds]
+    todo: dict[tuple, tuple] = {}
+    for key, variant, seed in plan:
+        if key not in done:
+            todo.setdefault(key, (config, variant, seed))
     started = time.perf_counter()
-    label = f"arew lab --study: {len(jobs)} runs"
-    with tqdm(total=steps, desc=label, unit="step", mininterval=1.0) as bar:
-        results = dict(zip(jobs, run_all(base, min(workers, len(jobs)), bar, list(jobs.values()))))
-    wall = time.perf_counter() - started
-    return {name: [replace(results[key], variant=arm) for key, arm in runs] for name, runs in plan.items()}, wall
+    if todo:
+        label = f"arew lab --study {study.name}: {len(todo)} runs ({len(plan) - len(todo)} reused)"
+        with tqdm(total=len(todo) * config.steps, desc=label, unit="step", mininterval=1.0) as bar:
+            done.update(zip(todo, run_all(config, min(workers, len(todo)), bar, list(todo.values()))))
+    return [replace(done[key], variant=variant.name) for key, variant, _ in plan], time.perf_counter() - started
 
 
 def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
+    """Run the chosen studies one after the other, writing each one's folder as soon as it is done."""
     from arew.lab.report import write_outputs
     from arew.lab.studies import STUDIES
 
@@ -171,23 +168,26 @@ def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
     if args.study != "all" and args.study not in STUDIES:
         raise SystemExit(f"unknown study {args.study!r}; known: {', '.join(STUDIES)}, all, list")
     studies = list(STUDIES.values()) if args.study == "all" else [STUDIES[args.study]]
-    per_study, wall = run_studies(studies, base, workers)
-    print(f"arew lab --study {args.study}: {sum(len(r) for r in per_study.values())} arm runs in {wall:.0f} s")
+    done: dict[tuple, object] = {}
+    total = 0.0
     for study in studies:
+        results, wall = run_study(study, base, workers, done)
+        total += wall
         out = Path(args.out) / study.name
-        meta = {"study": study.to_dict(), "invocation": {"study": args.study, "wall_seconds": wall}}
+        meta = {"study": study.to_dict(), "invocation": {"study": args.study, "wall_seconds_so_far": total}}
         write_outputs(
             out,
             study.config(base),
-            per_study[study.name],
+            results,
             wall,
             variants=study.variants(),
             extra_columns=study.table_columns,
             metrics=dict(study.curves),
             meta=meta,
         )
-        print(f"\n{study.name} ({out}): {study.description}")
-        print((out / "results.md").read_text(), end="")
+        print(f"\n{study.name} ({out}, {wall:.0f} s for its new runs): {study.description}")
+        print((out / "results.md").read_text(), end="", flush=True)
+    print(f"arew lab --study {args.study}: {len(done)} distinct runs in {total:.0f} s")
 
 
 def main(args: argparse.Namespace) -> None:

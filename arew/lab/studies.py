@@ -125,10 +125,13 @@ LAMBDA = Study(
 GROUPING = Study(
     "grouping",
     "Pooled (one P/N set over AS and BT per trajectory) versus separate (one per channel), as+bt, PPO and GRPO",
-    tuple(
-        arm(f"{base}-{method}", f"{base}-{method}-{grouping}" if grouping else None, {"grouping": grouping} if grouping else None)
-        for base in ("ppo", "grpo")
-        for method, grouping in (("vanilla", None), ("as+bt", "pooled"), ("as+bt", "separate"))
+    (
+        arm("ppo-vanilla"),
+        *(
+            arm(f"{base}-as+bt", f"{base}-as+bt-{grouping}", {"grouping": grouping})
+            for base in ("ppo", "grpo")
+            for grouping in ("pooled", "separate")
+        ),
     ),
 )
 
