@@ -9,11 +9,13 @@ only when the lab actually runs, keeping ``arew --help`` fast.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import multiprocessing as mp
 import os
 import queue
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -105,52 +107,95 @@ def _run_job(job: tuple[LabConfig, Variant, int]):
     return train_run(config, variant, seed, progress=_progress_queue.put)
 
 
-def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None) -> list:
-    """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs);
-    ``bar`` advances by one per training step."""
+def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None, on_result=None) -> list:
+    """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs), in
+    job order; ``bar`` advances by one per training step; ``on_result(job, result)`` is called as
+    each run finishes (in the parent process)."""
     from arew.lab.train import train_run
 
     if jobs is None:
         jobs = [(config, parse_variant(name), seed) for name in config.variants for seed in config.seeds]
+    done = on_result or (lambda job, result: None)
     if workers <= 1:
-        return [train_run(job_config, variant, seed, progress=bar.update) for job_config, variant, seed in jobs]
+        results = []
+        for job in jobs:
+            results.append(train_run(*job, progress=bar.update))
+            done(job, results[-1])
+        return results
     context = mp.get_context("fork")
     progress = context.Queue()
     with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
-        pending = pool.map_async(_run_job, jobs, chunksize=1)
-        while not pending.ready():
+        pending = [pool.apply_async(_run_job, (job,), callback=lambda r, job=job: done(job, r)) for job in jobs]
+        while not all(p.ready() for p in pending):
             try:
                 bar.update(progress.get(timeout=0.2))
             except queue.Empty:
                 pass
-        results = pending.get()
+        results = [p.get() for p in pending]
     while not progress.empty():
         bar.update(progress.get())
     return results
 
 
-def run_key(config: LabConfig, variant: Variant, seed: int) -> tuple:
-    """What a run's result depends on: equal keys give equal runs, whatever the arms' labels."""
+def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
+    """What a run's result depends on: equal keys give equal runs, whatever the arms' labels (the
+    config's list of variants and seeds is not part of it)."""
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
-    return (repr(config), repr(replace(variant, name="", overrides=())), repr(arew), seed)
+    parts = (replace(config, variants=(), seeds=()), replace(variant, name="", overrides=()), arew, seed)
+    return "\n".join(map(repr, parts))
 
 
-def run_study(study, base: LabConfig, workers: int, done: dict[tuple, object]) -> tuple[list, float]:
-    """The study's runs, relabelled to its arms, and the seconds spent; ``done`` (run key -> result)
-    holds the runs of earlier studies, which are reused (studies share arms such as ppo-vanilla)
-    and receives the new ones."""
+class RunCache:
+    """Finished study runs on disk, ``<out>/cache/<sha1 of the run key>.json``, so that an
+    interrupted ``arew lab --study`` resumes where it stopped (a run is deterministic given its key)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{hashlib.sha1(key.encode()).hexdigest()}.json"
+
+    def get(self, key: str):
+        from arew.lab.train import RunResult
+
+        path = self._path(key)
+        if not path.exists():
+            return None
+        payload = json.loads(path.read_text())
+        if payload.get("key") != key:
+            return None
+        return RunResult(**payload["result"])
+
+    def put(self, key: str, result) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self._path(key).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": key, "result": asdict(result)}))
+        tmp.replace(self._path(key))
+
+
+def run_study(study, base: LabConfig, workers: int, cache: RunCache) -> tuple[list, float]:
+    """The study's runs, relabelled to its arms, and the seconds spent; runs already in ``cache``
+    (earlier studies share arms such as ppo-vanilla, or an interrupted invocation) are reused.
+    Runs go seed by seed, so an interrupted study has its first seeds complete."""
     config = study.config(base)
-    plan = [(run_key(config, v, seed), v, seed) for v in study.variants() for seed in config.seeds]
-    todo: dict[tuple, tuple] = {}
+    plan = [(run_key(config, v, seed), v, seed) for seed in config.seeds for v in study.variants()]
+    found = {key: cache.get(key) for key, _, _ in plan}
+    todo: dict[str, tuple] = {}
     for key, variant, seed in plan:
-        if key not in done:
+        if found[key] is None:
             todo.setdefault(key, (config, variant, seed))
     started = time.perf_counter()
     if todo:
-        label = f"arew lab --study {study.name}: {len(todo)} runs ({len(plan) - len(todo)} reused)"
+        keys = {id(job): key for key, job in todo.items()}
+        label = f"arew lab --study {study.name}: {len(todo)} runs ({len(set(found)) - len(todo)} reused)"
         with tqdm(total=len(todo) * config.steps, desc=label, unit="step", mininterval=1.0) as bar:
-            done.update(zip(todo, run_all(config, min(workers, len(todo)), bar, list(todo.values()))))
-    return [replace(done[key], variant=variant.name) for key, variant, _ in plan], time.perf_counter() - started
+            results = run_all(
+                config, min(workers, len(todo)), bar, list(todo.values()), lambda job, r: cache.put(keys[id(job)], r)
+            )
+        found.update(zip(todo, results))
+    order = {v.name: i for i, v in enumerate(study.variants())}
+    runs = sorted(((key, v, seed) for key, v, seed in plan), key=lambda p: (order[p[1].name], p[2]))
+    return [replace(found[key], variant=variant.name) for key, variant, _ in runs], time.perf_counter() - started
 
 
 def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
@@ -168,10 +213,10 @@ def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
     if args.study != "all" and args.study not in STUDIES:
         raise SystemExit(f"unknown study {args.study!r}; known: {', '.join(STUDIES)}, all, list")
     studies = list(STUDIES.values()) if args.study == "all" else [STUDIES[args.study]]
-    done: dict[tuple, object] = {}
+    cache = RunCache(Path(args.out) / "cache")
     total = 0.0
     for study in studies:
-        results, wall = run_study(study, base, workers, done)
+        results, wall = run_study(study, base, workers, cache)
         total += wall
         out = Path(args.out) / study.name
         meta = {"study": study.to_dict(), "invocation": {"study": args.study, "wall_seconds_so_far": total}}
@@ -187,7 +232,7 @@ def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
         )
         print(f"\n{study.name} ({out}, {wall:.0f} s for its new runs): {study.description}")
         print((out / "results.md").read_text(), end="", flush=True)
-    print(f"arew lab --study {args.study}: {len(done)} distinct runs in {total:.0f} s")
+    print(f"arew lab --study {args.study}: done in {total:.0f} s (runs reused from {cache.folder} included)")
 
 
 def main(args: argparse.Namespace) -> None:
