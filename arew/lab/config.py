@@ -14,12 +14,16 @@ A variant name reads ``<base>-<method>[-synact][-flip<alpha>][-adaptive]``:
 GRPO only: method ``synact`` (SynAct's MI critiques on both channels, rule critiques off:
 ``synact.critiques=only``) and the suffix ``-synact`` on ``as``/``bt``/``as+bt`` (MI critiques
 where the rule gave 0: ``synact.critiques=fill``), before any ``-flip``.
+
+Beyond the grammar, a variant can carry any other ``algorithm.arew`` keys as overrides
+(:func:`with_overrides`; the studies of ``arew.lab.studies`` are built that way).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 
 from arew.core import AReWConfig, parse_config
 
@@ -53,6 +57,8 @@ class Variant:
     flip_prob: float = 0.0
     synact: str = "off"  # algorithm.arew.synact.critiques
     adaptive: bool = False
+    # further ``algorithm.arew`` keys, dotted ("noise.neg_to_pos_prob") and sorted, applied last
+    overrides: tuple[tuple[str, object], ...] = ()
 
     @property
     def uses_critiques(self) -> bool:
@@ -61,20 +67,57 @@ class Variant:
     def arew_config(self, lam: float, reward_coef: float, noise_seed: int, grouping: str = "pooled") -> AReWConfig:
         """The project's AReW config for this variant, built through its own validating parser."""
         channels = {"vanilla": "off", "ir": "as+bt", "synact": "as+bt"}.get(self.method, self.method)
-        return parse_config(
-            {
-                "channels": channels,
-                "mode": "intermediate_reward" if self.method == "ir" else "reweight",
-                "grouping": grouping,
-                "weighting": "per_step",
-                "lam": lam,
-                "reward_coef": reward_coef,
-                "noise": {"flip_prob": self.flip_prob, "seed": noise_seed},
-                "synact": {"critiques": self.synact},
-                "adaptive": {"enabled": self.adaptive},
-            },
-            prefix="lab.arew",
-        )
+        raw = {
+            "channels": channels,
+            "mode": "intermediate_reward" if self.method == "ir" else "reweight",
+            "grouping": grouping,
+            "weighting": "per_step",
+            "lam": lam,
+            "reward_coef": reward_coef,
+            "noise": {"flip_prob": self.flip_prob, "seed": noise_seed},
+            "synact": {"critiques": self.synact},
+            "adaptive": {"enabled": self.adaptive},
+        }
+        for key, value in self.overrides:
+            *sections, leaf = key.split(".")
+            target = raw
+            for section in sections:
+                target = target.setdefault(section, {})
+                if not isinstance(target, dict):
+                    raise ValueError(f"variant {self.name!r}: override {key!r} goes below a non-section key")
+            target[leaf] = value
+        return parse_config(raw, prefix="lab.arew")
+
+
+# keys a variant's method, base or run fix; an override may not change them
+FIXED_KEYS = ("channels", "mode", "noise.seed")
+
+
+def _dotted(overrides: Mapping, prefix: str = "") -> list[tuple[str, object]]:
+    items = []
+    for key, value in overrides.items():
+        if isinstance(value, Mapping):
+            items += _dotted(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
+
+
+def with_overrides(variant: Variant | str, overrides: Mapping, name: str | None = None) -> Variant:
+    """``variant`` (or its grammar name) with further ``algorithm.arew`` keys, nested or dotted.
+
+    The result is validated at once through :func:`arew.core.parse_config` (a bad key or value
+    fails naming ``lab.arew.<key>``). ``channels``, ``mode`` and ``noise.seed`` are refused: the
+    method and the run's seed set them.
+    """
+    base = parse_variant(variant) if isinstance(variant, str) else variant
+    merged = dict(base.overrides) | dict(_dotted(overrides))
+    fixed = sorted(key for key in merged if key in FIXED_KEYS)
+    if fixed:
+        raise ValueError(f"variant {name or base.name!r}: override {fixed[0]!r} is set by the variant name or the seed")
+    result = replace(base, name=name or base.name, overrides=tuple(sorted(merged.items())))
+    result.arew_config(1.0, 0.1, noise_seed=0)
+    return result
 
 
 def parse_variant(name: str) -> Variant:

@@ -9,8 +9,14 @@ two markers, each on its own line (a marker quoted inside a line is text), and t
     <!-- lab:default-summary:start -->  README.md: the same cells, fewer columns
     <!-- lab:default-summary:end -->
 
+A study's folder (``arew lab --study NAME`` writes ``<out>/<NAME>/``, its config.json
+records the study) goes into arew/lab/README.md only, between
+``<!-- lab:study:<NAME>:start -->`` and ``<!-- lab:study:<NAME>:end -->``; a folder of study
+folders (``--study all``) publishes each of them.
+
 A target file without a complete block is an error (so a marker edited away cannot make the
-tables drift silently), and so is a run whose ``config.json`` is not the default study
+tables drift silently), and so is a run whose ``config.json`` is not the default study, or
+not the study's definition in ``arew.lab.studies`` with the lab's defaults
 (``--any-config`` publishes it anyway).
 """
 
@@ -26,6 +32,7 @@ from arew.lab.config import LabConfig
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = (REPO / "arew" / "lab" / "README.md", REPO / "README.md")
+STUDY_TARGETS = TARGETS[:1]
 BLOCKS = ("default", "default-summary")
 # columns of the README.md summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
@@ -91,19 +98,72 @@ def publish_text(text: str, blocks: dict[str, str]) -> str:
     return text
 
 
+def _differing(ours: dict, expected: dict) -> list[str]:
+    expected = json.loads(json.dumps(expected))  # tuples as lists, as config.json holds them
+    return sorted(k for k in set(ours) | set(expected) if ours.get(k) != expected.get(k))
+
+
+def _meta(run: Path) -> dict:
+    try:
+        return json.loads((run / "config.json").read_text())
+    except FileNotFoundError:
+        raise PublishError(f"{run} has no config.json (not an `arew lab` output folder)") from None
+
+
 def check_default(run: Path) -> None:
-    meta = json.loads((run / "config.json").read_text())["config"]
-    default = json.loads(json.dumps(asdict(LabConfig())))
-    differing = sorted(k for k in set(meta) | set(default) if meta.get(k) != default.get(k))
+    differing = _differing(_meta(run)["config"], asdict(LabConfig()))
     if differing:
         raise PublishError(f"{run} is not the default study (differs in {differing}); pass --any-config to publish it")
 
 
-def publish(run: Path, targets: tuple[Path, ...] = TARGETS, any_config: bool = False) -> list[Path]:
-    """Write ``run``'s tables into ``targets``; every target is checked before any is written."""
-    if not any_config:
-        check_default(run)
-    blocks = blocks_for((run / "results.md").read_text())
+def study_of(run: Path) -> str | None:
+    """The study a run folder holds (None: a plain `arew lab` run)."""
+    study = _meta(run).get("study")
+    return None if study is None else study["name"]
+
+
+def check_study(run: Path) -> None:
+    """``run`` is its study as ``arew.lab.studies`` defines it, with the lab's default settings."""
+    from arew.lab.studies import STUDIES
+
+    meta = _meta(run)
+    name = meta["study"]["name"]
+    if name not in STUDIES:
+        raise PublishError(f"{run}: unknown study {name!r} (known: {', '.join(STUDIES)})")
+    study = STUDIES[name]
+    differing = _differing(meta["config"], asdict(study.config()))
+    differing += [f"study.{k}" for k in _differing(meta["study"], study.to_dict())]
+    if differing:
+        raise PublishError(
+            f"{run} is not the {name!r} study with the lab's defaults (differs in {differing}); "
+            "pass --any-config to publish it"
+        )
+
+
+def study_runs(folder: Path) -> list[Path]:
+    """``folder`` itself when it is a run, else the study runs inside it (``arew lab --study all``)."""
+    if (folder / "config.json").exists():
+        return [folder]
+    runs = sorted(p for p in folder.iterdir() if (p / "config.json").exists()) if folder.is_dir() else []
+    if not runs or any(study_of(p) is None for p in runs):
+        raise PublishError(f"{folder} is neither an `arew lab` output folder nor a folder of study folders")
+    return runs
+
+
+def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool = False) -> list[Path]:
+    """Write ``run``'s tables into ``targets`` (default: TARGETS, or STUDY_TARGETS for a study);
+    every target is checked before any is written."""
+    study = study_of(run)
+    if study is not None:
+        if not any_config:
+            check_study(run)
+        blocks = {f"study:{study}": (run / "results.md").read_text()}
+        targets = STUDY_TARGETS if targets is None else targets
+    else:
+        if not any_config:
+            check_default(run)
+        blocks = blocks_for((run / "results.md").read_text())
+        targets = TARGETS if targets is None else targets
     new = {}
     for path in targets:
         try:
@@ -117,16 +177,25 @@ def publish(run: Path, targets: tuple[Path, ...] = TARGETS, any_config: bool = F
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m arew.lab.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="an `arew lab` output folder (results.md, config.json)")
-    parser.add_argument("--readme", type=Path, action="append", help="target file (repeatable; default: both READMEs)")
+    parser.add_argument(
+        "run", type=Path, help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one"
+    )
+    parser.add_argument(
+        "--readme", type=Path, action="append", help="target file (repeatable; default: both READMEs, a study: the lab's)"
+    )
     parser.add_argument("--any-config", action="store_true", help="publish a run that is not the default study")
     args = parser.parse_args(argv)
     try:
-        written = publish(args.run, tuple(args.readme) if args.readme else TARGETS, args.any_config)
+        runs = study_runs(args.run)
+        if not args.any_config:  # every run is checked before any is written
+            for run in runs:
+                check_study(run) if study_of(run) else check_default(run)
+        written = [(run, publish(run, tuple(args.readme) if args.readme else None, args.any_config)) for run in runs]
     except PublishError as error:
         raise SystemExit(f"arew.lab.publish: {error}") from None
-    for path in written:
-        print(f"published {args.run / 'results.md'} into {path}")
+    for run, paths in written:
+        for path in paths:
+            print(f"published {run / 'results.md'} into {path}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ Layout under the output folder::
     runs/<variant>/seed<k>/     metrics.jsonl and rollouts/train.jsonl in the trainer's formats
     report.html, report_png/    ``arew report`` of every run (each seed its own run)
 
+A study (``arew lab --study NAME``) writes the same layout under ``<out>/<NAME>/``, one row
+per arm (``variants`` below: the arms' :class:`~arew.lab.config.Variant` objects, whose names
+need not follow the grammar) and its table's extra columns (``STUDY_COLUMNS``).
+
 "Steps to vanilla's final reward" compares training curves: the target is vanilla's
 (same base estimator) moving-average training reward over its last ``smooth`` steps, mean
 over seeds; a run reaches it at the first step whose moving average is at least that. When
@@ -34,7 +38,7 @@ import torch
 import verl
 
 from arew.lab import export
-from arew.lab.config import LabConfig, parse_variant
+from arew.lab.config import LabConfig, Variant, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
 
 TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
@@ -49,9 +53,12 @@ RESULT_COLUMNS = (
     "base",
     "method",
     "flip_prob",
+    "overrides",
     "seeds",
     *(f"{m}_{s}" for m in TABLE_METRICS for s in ("mean", "std")),
     "train_reward_final",
+    "pos_neg_ratio_final",
+    *(f"{c}_train_{s}" for c in TRAINING_MEANS for s in ("mean", "std")),
     "steps_to_vanilla_final",
     "reached_vanilla_final",
     "vanilla_final_train_reward",
@@ -70,12 +77,56 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     return (sums[idx] - sums[start]) / (idx - start)
 
 
+# extra columns of a study's results.md: (header, summarise key, key of its spread or None)
+STUDY_COLUMNS = {
+    "pos_neg_ratio_final": ("pos/neg ratio (final)", "pos_neg_ratio_final", None),
+    **{
+        f"{column}_train": (header, f"{column}_train_mean", f"{column}_train_std")
+        for column, header in (
+            ("as_accuracy", "AS accuracy (training mean)"),
+            ("bt_accuracy", "BT accuracy (training mean)"),
+            ("as_adaptive_factor", "AS lambda factor (training mean)"),
+            ("as_outcome_constant_share", "AS outcome-constant share (training mean)"),
+            ("bt_outcome_constant_share", "BT outcome-constant share (training mean)"),
+        )
+    },
+}
+"""Columns a study may add: per-run means over training of a logged column (steps that logged none are
+skipped), then mean and spread over seeds."""
+TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
+
+
+def resolve_variants(config: LabConfig, variants: Sequence[Variant] | None = None) -> list[Variant]:
+    """The runs' variants: ``variants`` as given, else those named by ``config.variants``."""
+    return list(variants) if variants is not None else [parse_variant(name) for name in config.variants]
+
+
+def final_ratio(result: RunResult, window: int) -> float | None:
+    """Mean of the positive/negative critique ratio over the run's last ``window`` steps that logged one."""
+    values = [row.get("pos_neg_token_ratio") for row in result.log[-window:]]
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def training_mean(result: RunResult, column: str) -> float | None:
+    """Mean of a logged column over the run's steps that measured it (None / NaN: not measured that step)."""
+    values = [row.get(column) for row in result.log]
+    values = [v for v in values if v is not None and not np.isnan(v)]
+    return float(np.mean(values)) if values else None
+
+
 def _spread(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def _curve(result: RunResult, key: str, window: int) -> np.ndarray:
-    return moving_average([row[key] for row in result.log], window)
+    """Moving average of a logged column; steps that logged None (e.g. no -1 critique) are skipped, nan if all are."""
+    values = np.array([np.nan if row[key] is None else row[key] for row in result.log], dtype=float)
+    missing = np.isnan(values)
+    if not missing.any():
+        return moving_average(values, window)
+    with np.errstate(invalid="ignore"):
+        return moving_average(np.where(missing, 0.0, values), window) / moving_average(~missing, window)
 
 
 def first_reach(results: Sequence[RunResult], target: float, window: int) -> tuple[float | str, int]:
@@ -89,9 +140,12 @@ def first_reach(results: Sequence[RunResult], target: float, window: int) -> tup
     return (float(np.mean(reached)) if reached else "", len(reached))
 
 
-def summarise(config: LabConfig, results: Sequence[RunResult]) -> list[dict]:
-    """One row per variant (in ``config.variants`` order) with RESULT_COLUMNS."""
-    by_variant = {name: [r for r in results if r.variant == name] for name in config.variants}
+def summarise(
+    config: LabConfig, results: Sequence[RunResult], variants: Sequence[Variant] | None = None
+) -> list[dict]:
+    """One row per variant (in ``config.variants`` order, or that of ``variants``) with RESULT_COLUMNS."""
+    lookup = {v.name: v for v in resolve_variants(config, variants)}
+    by_variant = {name: [r for r in results if r.variant == name] for name in lookup}
     final_train = {
         name: [float(_curve(r, "reward", config.smooth)[-1]) for r in runs] for name, runs in by_variant.items()
     }
@@ -99,14 +153,21 @@ def summarise(config: LabConfig, results: Sequence[RunResult]) -> list[dict]:
     for name, runs in by_variant.items():
         if not runs:
             continue
-        variant = parse_variant(name)
+        variant = lookup[name]
         row = {"variant": name, "base": variant.base, "method": variant.method, "flip_prob": variant.flip_prob}
+        row["overrides"] = json.dumps(dict(variant.overrides)) if variant.overrides else ""
         row["seeds"] = len(runs)
         for metric in TABLE_METRICS:
             values = [r.final[metric] for r in runs]
             row[f"{metric}_mean"] = float(np.mean(values))
             row[f"{metric}_std"] = _spread(values)
         row["train_reward_final"] = float(np.mean(final_train[name]))
+        ratios = [x for x in (final_ratio(r, config.smooth) for r in runs) if x is not None]
+        row["pos_neg_ratio_final"] = float(np.mean(ratios)) if ratios else ""
+        for column in TRAINING_MEANS:
+            means = [m for m in (training_mean(r, column) for r in runs) if m is not None]
+            row[f"{column}_train_mean"] = float(np.mean(means)) if means else ""
+            row[f"{column}_train_std"] = _spread(means) if means else ""
         vanilla = f"{variant.base}-vanilla"
         row["steps_to_vanilla_final"] = ""
         row["reached_vanilla_final"] = ""
@@ -133,12 +194,17 @@ def _reach(steps: float | str, reached: int | str, seeds: int) -> str:
     return f"never (0/{seeds})" if steps == "" else f"{steps:.0f} ({reached}/{seeds})"
 
 
-def markdown_table(rows: Sequence[dict]) -> str:
-    """The results as a Markdown table (mean ± std over seeds; reach steps: mean over the seeds that reached)."""
+def markdown_table(rows: Sequence[dict], extra: Sequence[str] = ()) -> str:
+    """The results as a Markdown table (mean ± std over seeds; reach steps: mean over the seeds that reached).
+
+    ``extra`` names ``STUDY_COLUMNS`` added after "train reward (final)" (a study's table); "-"
+    where a row has no value (e.g. no critiques).
+    """
     target = rows[0]["reach_reward"] if rows else 0.0
+    added = "".join(f" | {STUDY_COLUMNS[name][0]}" for name in extra)
     header = (
-        "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward | train reward (final) "
-        f"| steps to vanilla's final | steps to reward {target:g} |"
+        "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward | train reward (final)"
+        f"{added} | steps to vanilla's final | steps to reward {target:g} |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for row in rows:
@@ -146,6 +212,7 @@ def markdown_table(rows: Sequence[dict]) -> str:
             row["variant"],
             *(_fmt(row[f"{m}_mean"], row[f"{m}_std"]) for m in TABLE_METRICS),
             _fmt(row["train_reward_final"]),
+            *(_extra_cell(row, name) for name in extra),
             _reach(row["steps_to_vanilla_final"], row["reached_vanilla_final"], row["seeds"]),
             _reach(row["steps_to_reach_reward"], row["reached_reach_reward"], row["seeds"]),
         ]
@@ -153,19 +220,33 @@ def markdown_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_curves(path: Path, config: LabConfig, results: Sequence[RunResult], base: str) -> None:
-    """Mean over seeds of each variant's moving-average curves, with the seeds' range shaded."""
+def _extra_cell(row: dict, name: str) -> str:
+    _, key, spread = STUDY_COLUMNS[name]
+    if row.get(key, "") == "":
+        return "-"
+    return _fmt(row[key], row[spread] if spread else None)
+
+
+def plot_curves(
+    path: Path,
+    config: LabConfig,
+    results: Sequence[RunResult],
+    base: str,
+    variants: Sequence[Variant] | None = None,
+    metrics: dict[str, str] = CURVE_METRICS,
+) -> None:
+    """Mean over seeds of each variant's moving-average curves (four ``metrics``), with the seeds' range shaded."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
-    for name in config.variants:
-        runs = [r for r in results if r.variant == name]
-        if not runs or parse_variant(name).base != base:
+    for variant in resolve_variants(config, variants):
+        runs = [r for r in results if r.variant == variant.name]
+        if not runs or variant.base != base:
             continue
-        for ax, key in zip(axes.flat, CURVE_METRICS):
+        for ax, key in zip(axes.flat, metrics):
             curves = np.stack([_curve(r, key, config.smooth) for r in runs])
             steps = np.arange(1, curves.shape[1] + 1)
-            (line,) = ax.plot(steps, curves.mean(0), label=name)
+            (line,) = ax.plot(steps, curves.mean(0), label=variant.name)
             ax.fill_between(steps, curves.min(0), curves.max(0), color=line.get_color(), alpha=0.15)
-    for ax, title in zip(axes.flat, CURVE_METRICS.values()):
+    for ax, title in zip(axes.flat, metrics.values()):
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
@@ -181,8 +262,22 @@ def plot_curves(path: Path, config: LabConfig, results: Sequence[RunResult], bas
     plt.close(fig)
 
 
-def write_outputs(out: Path, config: LabConfig, results: Sequence[RunResult], wall_seconds: float) -> dict[str, Path]:
-    """Write every output file; returns name -> path of the main ones."""
+def write_outputs(
+    out: Path,
+    config: LabConfig,
+    results: Sequence[RunResult],
+    wall_seconds: float,
+    variants: Sequence[Variant] | None = None,
+    extra_columns: Sequence[str] = (),
+    metrics: dict[str, str] = CURVE_METRICS,
+    meta: dict | None = None,
+) -> dict[str, Path]:
+    """Write every output file; returns name -> path of the main ones.
+
+    ``variants``, ``extra_columns`` and ``metrics`` are a study's arms, table columns and curve
+    panels; ``meta`` adds keys to config.json (a study's definition).
+    """
+    variants = resolve_variants(config, variants)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for result in results:
@@ -203,21 +298,23 @@ def write_outputs(out: Path, config: LabConfig, results: Sequence[RunResult], wa
         export.write_run(folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts)
     paths["runs"] = out / "runs"
 
-    rows = summarise(config, results)
+    rows = summarise(config, results, variants)
     paths["results_csv"] = out / "results.csv"
     with open(paths["results_csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
     paths["results_md"] = out / "results.md"
-    paths["results_md"].write_text(markdown_table(rows))
+    paths["results_md"].write_text(markdown_table(rows, extra_columns))
 
-    for base in sorted({parse_variant(r.variant).base for r in results}):
+    bases = {v.name: v.base for v in variants}
+    for base in sorted({bases[r.variant] for r in results}):
         paths[f"curves_{base}"] = out / f"curves_{base}.png"
-        plot_curves(paths[f"curves_{base}"], config, results, base)
+        plot_curves(paths[f"curves_{base}"], config, results, base, variants, metrics)
 
     paths["config"] = out / "config.json"
     meta = {
+        **(meta or {}),
         "config": config.to_dict(),
         "wall_seconds": wall_seconds,
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "verl": verl.__version__},

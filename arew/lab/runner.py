@@ -9,16 +9,18 @@ only when the lab actually runs, keeping ``arew --help`` fast.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import multiprocessing as mp
 import os
 import queue
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from tqdm import tqdm
 
-from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, parse_variant
+from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 from envs.preference.generator import VARIANTS
 
 _progress_queue = None
@@ -53,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"initial AS preference for obvious comparisons; higher = fewer informative queries "
         f"at the start, deeper in the locking regime (default {LabConfig.salience_init})",
+    )
+    parser.add_argument(
+        "--study",
+        default=None,
+        help="run a robustness study of arew.lab.studies instead of the default variants, "
+        "or 'all' of them (writes <out>/<study>/); see `arew lab --study list`",
     )
     parser.add_argument("--quick", action="store_true", help="tiny setting that runs in seconds (for tests)")
     parser.add_argument("--workers", type=int, default=None, help="parallel processes (default: min(2, CPUs))")
@@ -92,40 +100,148 @@ def _init_worker(progress) -> None:
     _progress_queue = progress
 
 
-def _run_job(job: tuple[LabConfig, str, int]):
+def _run_job(job: tuple[LabConfig, Variant, int]):
     from arew.lab.train import train_run
 
-    config, name, seed = job
-    return train_run(config, parse_variant(name), seed, progress=_progress_queue.put)
+    config, variant, seed = job
+    return train_run(config, variant, seed, progress=_progress_queue.put)
 
 
-def run_all(config: LabConfig, workers: int, bar: tqdm) -> list:
-    """Every (variant, seed) run of ``config``; ``bar`` advances by one per training step."""
+def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None, on_result=None) -> list:
+    """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs), in
+    job order; ``bar`` advances by one per training step; ``on_result(job, result)`` is called as
+    each run finishes (in the parent process)."""
     from arew.lab.train import train_run
 
-    jobs = [(config, name, seed) for name in config.variants for seed in config.seeds]
+    if jobs is None:
+        jobs = [(config, parse_variant(name), seed) for name in config.variants for seed in config.seeds]
+    done = on_result or (lambda job, result: None)
     if workers <= 1:
-        return [train_run(config, parse_variant(name), seed, progress=bar.update) for _, name, seed in jobs]
+        results = []
+        for job in jobs:
+            results.append(train_run(*job, progress=bar.update))
+            done(job, results[-1])
+        return results
     context = mp.get_context("fork")
     progress = context.Queue()
     with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
-        pending = pool.map_async(_run_job, jobs, chunksize=1)
-        while not pending.ready():
+        pending = [pool.apply_async(_run_job, (job,), callback=lambda r, job=job: done(job, r)) for job in jobs]
+        while not all(p.ready() for p in pending):
             try:
                 bar.update(progress.get(timeout=0.2))
             except queue.Empty:
                 pass
-        results = pending.get()
+        results = [p.get() for p in pending]
     while not progress.empty():
         bar.update(progress.get())
     return results
 
 
+def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
+    """What a run's result depends on: equal keys give equal runs, whatever the arms' labels (the
+    config's list of variants and seeds is not part of it)."""
+    arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
+    parts = (replace(config, variants=(), seeds=()), replace(variant, name="", overrides=()), arew, seed)
+    return "\n".join(map(repr, parts))
+
+
+class RunCache:
+    """Finished study runs on disk, ``<out>/cache/<sha1 of the run key>.json``, so that an
+    interrupted ``arew lab --study`` resumes where it stopped (a run is deterministic given its key)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{hashlib.sha1(key.encode()).hexdigest()}.json"
+
+    def get(self, key: str):
+        from arew.lab.train import RunResult
+
+        path = self._path(key)
+        if not path.exists():
+            return None
+        payload = json.loads(path.read_text())
+        if payload.get("key") != key:
+            return None
+        return RunResult(**payload["result"])
+
+    def put(self, key: str, result) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self._path(key).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"key": key, "result": asdict(result)}))
+        tmp.replace(self._path(key))
+
+
+def run_study(study, base: LabConfig, workers: int, cache: RunCache) -> tuple[list, float]:
+    """The study's runs, relabelled to its arms, and the seconds spent; runs already in ``cache``
+    (earlier studies share arms such as ppo-vanilla, or an interrupted invocation) are reused.
+    Runs go seed by seed, so an interrupted study has its first seeds complete."""
+    config = study.config(base)
+    plan = [(run_key(config, v, seed), v, seed) for seed in config.seeds for v in study.variants()]
+    found = {key: cache.get(key) for key, _, _ in plan}
+    todo: dict[str, tuple] = {}
+    for key, variant, seed in plan:
+        if found[key] is None:
+            todo.setdefault(key, (config, variant, seed))
+    started = time.perf_counter()
+    if todo:
+        keys = {id(job): key for key, job in todo.items()}
+        label = f"arew lab --study {study.name}: {len(todo)} runs ({len(set(found)) - len(todo)} reused)"
+        with tqdm(total=len(todo) * config.steps, desc=label, unit="step", mininterval=1.0) as bar:
+            results = run_all(
+                config, min(workers, len(todo)), bar, list(todo.values()), lambda job, r: cache.put(keys[id(job)], r)
+            )
+        found.update(zip(todo, results))
+    order = {v.name: i for i, v in enumerate(study.variants())}
+    runs = sorted(((key, v, seed) for key, v, seed in plan), key=lambda p: (order[p[1].name], p[2]))
+    return [replace(found[key], variant=variant.name) for key, variant, _ in runs], time.perf_counter() - started
+
+
+def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
+    """Run the chosen studies one after the other, writing each one's folder as soon as it is done."""
+    from arew.lab.report import write_outputs
+    from arew.lab.studies import STUDIES
+
+    if args.study == "list":
+        for study in STUDIES.values():
+            print(f"{study.name}: {study.description}")
+            print("  " + ", ".join(a.label for a in study.arms))
+        return
+    if args.variants:
+        raise SystemExit("--variants and --study exclude each other (a study names its arms)")
+    if args.study != "all" and args.study not in STUDIES:
+        raise SystemExit(f"unknown study {args.study!r}; known: {', '.join(STUDIES)}, all, list")
+    studies = list(STUDIES.values()) if args.study == "all" else [STUDIES[args.study]]
+    cache = RunCache(Path(args.out) / "cache")
+    total = 0.0
+    for study in studies:
+        results, wall = run_study(study, base, workers, cache)
+        total += wall
+        out = Path(args.out) / study.name
+        meta = {"study": study.to_dict(), "invocation": {"study": args.study, "wall_seconds_so_far": total}}
+        write_outputs(
+            out,
+            study.config(base),
+            results,
+            wall,
+            variants=study.variants(),
+            extra_columns=study.table_columns,
+            metrics=dict(study.curves),
+            meta=meta,
+        )
+        print(f"\n{study.name} ({out}, {wall:.0f} s for its new runs): {study.description}")
+        print((out / "results.md").read_text(), end="", flush=True)
+    print(f"arew lab --study {args.study}: done in {total:.0f} s (runs reused from {cache.folder} included)")
+
+
 def main(args: argparse.Namespace) -> None:
     from arew.lab.report import write_outputs
 
-    config = build_config(args)
     workers = args.workers if args.workers is not None else min(2, os.cpu_count() or 1)
+    if getattr(args, "study", None):
+        return study_main(args, build_config(args), workers)
+    config = build_config(args)
     n_runs = len(config.variants) * len(config.seeds)
     started = time.perf_counter()
     with tqdm(total=n_runs * config.steps, desc=f"arew lab: {n_runs} runs", unit="step", mininterval=1.0) as bar:

@@ -41,6 +41,7 @@ LOG_COLUMNS = (
     "as_outcome_constant_share",
     "bt_outcome_constant_share",
     "adv_shift",
+    "pos_neg_token_ratio",  # critiqued +1 / -1 decisions after the transforms (arew/pos_neg_token_ratio); None without any -1
     "as_entropy",
     "bt_entropy",
     "pg_loss",
@@ -258,6 +259,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         for channel in ("as", "bt"):  # None: no decision point this step, or no monitor (PPO)
             row[f"{channel}_outcome_constant_share"] = monitor.get(f"arew/synact/{channel}/outcome_constant_share")
         row["adv_shift"] = float((advantages - base).abs().mean())
+        row["pos_neg_token_ratio"] = stage.injection.stats.get("arew/pos_neg_token_ratio") if stage.injection else None
         row["pg_loss"] = float(pg_loss.detach())
         row["vf_loss"] = float(vf_loss.detach())
         row["seconds"] = time.perf_counter() - t0
