@@ -48,6 +48,8 @@ CURVE_METRICS = {
     "bt_proxy": "BT proxy (cosine change per turn)",
     "bt_follow": "BT follows the evidence (sign agreement)",
 }
+# log columns whose per-run training mean a study's table can show (STUDY_COLUMNS)
+TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
 RESULT_COLUMNS = (
     "variant",
     "base",
@@ -93,7 +95,6 @@ STUDY_COLUMNS = {
 }
 """Columns a study may add: per-run means over training of a logged column (steps that logged none are
 skipped), then mean and spread over seeds."""
-TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
 
 
 def resolve_variants(config: LabConfig, variants: Sequence[Variant] | None = None) -> list[Variant]:

@@ -16,7 +16,7 @@ from arew.lab.report import final_ratio, summarise
 from arew.lab.runner import run_key
 from arew.lab.studies import STUDIES, Study, arm
 from arew.lab.rollout import Rollout
-from arew.lab.train import RunResult, compute_advantages
+from arew.lab.train import RunResult, advantage_stage
 
 # two trajectories of 3 turns (AS at even positions, BT at odd ones): 5 positives, 4 negatives
 LABELS = torch.tensor([[1, -1, -1, 0, 1, 1], [-1, 1, 1, -1, 0, 0]])
@@ -147,12 +147,10 @@ def test_the_positive_negative_ratio_is_logged_from_the_arew_statistics():
     lab = LabConfig()
     for name, ratio in (("ppo-as+bt", 5 / 4), ("ppo-ir", 5 / 4), ("ppo-as", 3 / 2), ("ppo-bt", 2 / 2)):
         variant = parse_variant(name)
-        stats = {}
-        compute_advantages(labelled_rollout(), variant, variant.arew_config(1.0, 0.1, 0), lab, 1, stats)
+        stats = advantage_stage(labelled_rollout(), variant, variant.arew_config(1.0, 0.1, 0), lab, 1).injection.stats
         assert stats["arew/pos_neg_token_ratio"] == pytest.approx(ratio)
     false_pos = with_overrides("ppo-as+bt", {"noise": {"neg_to_pos_prob": 1.0}})
-    stats = {}
-    compute_advantages(labelled_rollout(), false_pos, false_pos.arew_config(1.0, 0.1, 0), lab, 1, stats)
+    stats = advantage_stage(labelled_rollout(), false_pos, false_pos.arew_config(1.0, 0.1, 0), lab, 1).injection.stats
     assert "arew/pos_neg_token_ratio" not in stats and stats["arew/neg_tokens"] == 0  # every -1 became +1
     log = [{"pos_neg_token_ratio": v, "reward": 0.0} for v in (9.0, None, 1.0, 3.0)]
     assert final_ratio(RunResult("a", 0, log, {}, 0.0), 3) == pytest.approx(2.0)  # steps without a ratio skipped
