@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from arew.core import collect_segments, make_record, parse_config
 from arew.core.config import AReWConfigError

@@ -11,7 +11,7 @@ import torch
 
 from arew.lab import export
 from arew.lab.config import LabConfig, parse_variant
-from arew.lab.train import LOG_COLUMNS, compute_advantages, train_run
+from arew.lab.train import LOG_COLUMNS, train_run
 from arew.reporting import report
 from arew.reporting.panels import SECTIONS, panels
 
