@@ -7,7 +7,8 @@ of the contract (``rollouts/train.jsonl``, ``rollouts/val.jsonl``), or an ``arew
 episodes. Nothing is fetched: the page's script and styles are inline and the data sits in
 it as JSON, which the script only ever writes into the page as text (model output is untrusted).
 Bad input (a broken JSON line, a missing file, a non-numeric value) is counted, shown in the page
-and on stderr, and skipped.
+and on stderr, and skipped; a null or NaN metric is a value the trainer did not measure that step
+(an undefined correlation) and is skipped without a count.
 """
 
 from __future__ import annotations
@@ -82,9 +83,11 @@ def read_metrics(path: Path, run: Run) -> None:
             run.problem(f"{path.name}: line without a numeric step and a data object")
             continue
         for key, value in data.items():
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue  # not measured this step (an undefined correlation, no estimate): the trainer's own gap
             number = _number(value)
             if number is None:
-                run.problem(f"{path.name}: non-numeric or non-finite value")
+                run.problem(f"{path.name}: non-numeric or infinite value")
                 continue
             run.series.setdefault(str(key), []).append((int(step), number))
 

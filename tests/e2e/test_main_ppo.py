@@ -474,3 +474,18 @@ def test_wandb_offline_run_holds_the_rollout_tables(grpo):
     content = json.loads(train[0].read_text())
     assert "transcript" in content["columns"] and "critiques" in content["columns"]
     assert len(content["data"]) == ROLLOUTS_PER_STEP
+
+
+def test_the_offline_report_reads_the_runs_metrics_and_rollouts(grpo, tmp_path):
+    """``arew report`` on a real run folder: every sampled episode (train and validation) and the logged
+    panels arrive, and nothing in the trainer's files is reported as broken input."""
+    from arew.reporting import report
+
+    (run,) = report.load_runs([grpo.folder])
+    assert run.problems == {}
+    splits = sorted(episode["split"] for episode in run.episodes)
+    assert splits == ["train"] * (2 * ROLLOUTS_PER_STEP) + ["val"] * 4
+    drawn = {p["title"] for s in report.chart_data([run]) for p in s["panels"]}
+    assert {"Training reward", "Validation reward", "AS proxy", "I_AS (nats)", "Both-signs share"} <= drawn
+    page = report.build([grpo.folder], tmp_path / "report.html", pngs=False)
+    assert page.stat().st_size > 0

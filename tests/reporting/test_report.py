@@ -67,7 +67,7 @@ def test_star_patterns_draw_each_data_source(tmp_path, make_run):
 
 
 def test_bad_input_is_counted_shown_and_skipped(tmp_path, make_run, make_episode):
-    run = make_run(tmp_path / "bad", [{"step": 1, "data": {"critic/score/mean": 0.5, "x/text": "high", "x/nan": float("nan")}}],
+    run = make_run(tmp_path / "bad", [{"step": 1, "data": {"critic/score/mean": 0.5, "x/text": "high", "x/nan": float("nan"), "x/none": None, "x/inf": float("inf")}}],
                    [make_episode(1, 1.0, [1, -1])])  # fmt: skip
     with open(run / "metrics.jsonl", "a") as f:
         f.write('[1, 2]\n{"step": "two", "data": {}}\n{"step": 3, "data": {"critic/sco')  # a run cut off mid-line
@@ -80,7 +80,7 @@ def test_bad_input_is_counted_shown_and_skipped(tmp_path, make_run, make_episode
         "metrics.jsonl: invalid JSON line": 1,
         "metrics.jsonl: line is not a JSON object": 1,
         "metrics.jsonl: line without a numeric step and a data object": 1,
-        "metrics.jsonl: non-numeric or non-finite value": 2,
+        "metrics.jsonl: non-numeric or infinite value": 2,
         "train.jsonl: invalid JSON line": 1,
         "episode without a turns list": 1,
         "episode with a non-numeric reward": 1,
