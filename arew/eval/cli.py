@@ -124,6 +124,18 @@ def fill_sizes(args: argparse.Namespace) -> None:
             setattr(args, key, value)
 
 
+ABLATION_DROP_KEY = "eval/feedback_ablation_drop"
+
+
+def write_drop_metrics(path: Path, drop: dict) -> None:
+    """The reward drop as one line of verl's file-logger format, so ``arew report <out>`` draws the dashboard's panel."""
+    reward = drop.get("reward")
+    if reward is None:
+        return
+    data = {ABLATION_DROP_KEY: reward["drop"], "eval/reward": reward["normal"], "eval/reward_ablated": reward["ablated"]}
+    path.write_text(json.dumps({"step": 0, "data": data}) + "\n")
+
+
 def main(args: argparse.Namespace) -> None:
     fill_sizes(args)
     try:
@@ -160,7 +172,9 @@ def main(args: argparse.Namespace) -> None:
     if other.exists():
         earlier = json.loads(other.read_text())
         normal, ablated = (earlier, summary) if args.feedback_ablation else (summary, earlier)
-        text = drop_markdown(ablation_drop(normal, ablated))
+        drop = ablation_drop(normal, ablated)
+        text = drop_markdown(drop)
         (out / "ablation_drop.md").write_text(text)
+        write_drop_metrics(out / "metrics.jsonl", drop)
         print(text)
     print(f"episodes: {folder / 'episodes.jsonl'}\ntables:   {paths['md']}, {paths['csv']}, {paths['json']}")

@@ -151,7 +151,7 @@ SECTIONS: tuple[Section, ...] = (
             Panel(
                 "Feedback-ablation drop",
                 ("eval/feedback_ablation_drop",),
-                "Reward lost when the feedback is replaced (Obs. 3): near 0 means the agent does not listen.",
+                "Reward lost when the feedback is replaced (Obs. 3; `arew eval --feedback-ablation` writes it): near 0, the agent does not listen.",
                 needs="ablation",
             ),
         ),

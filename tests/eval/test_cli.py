@@ -77,6 +77,12 @@ def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
     main(argv + ["--feedback-ablation"])
     drop = (tmp_path / "out" / "ablation_drop.md").read_text()
     assert "| reward |" in drop and (tmp_path / "out" / "ablation" / "results.csv").exists()
+    # the drop as the dashboard's key, in verl's file-logger format, where `arew report <out>` reads it
+    (line,) = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    data = json.loads(line)["data"]
+    assert data["eval/feedback_ablation_drop"] == pytest.approx(data["eval/reward"] - data["eval/reward_ablated"])
+    normal = json.loads((tmp_path / "out" / "normal" / "results.json").read_text())["rows"]["reward"]["mean"]
+    assert data["eval/reward"] == pytest.approx(normal)
 
 
 @pytest.mark.parametrize(
