@@ -37,6 +37,8 @@ applies in the same step. Pure torch; no verl.
 
 from __future__ import annotations
 
+import math
+
 import logging
 from dataclasses import dataclass
 
@@ -127,15 +129,14 @@ class QualityTracker:
             step_agree, step_total, decisions = sums[name]
             state = self.states[name]
             stats[metric_key(name, "accuracy_decisions")] = float(decisions)
-            if step_total > 0:
-                stats[metric_key(name, "accuracy")] = step_agree / step_total
+            # NaN: no scored decision this step (e.g. one reward for a whole GRPO group); logged so the key always exists
+            stats[metric_key(name, "accuracy")] = step_agree / step_total if step_total > 0 else math.nan
             if decisions >= self.quality.min_decisions and step_total > 0:
                 state.agree = self.quality.ema * state.agree + step_agree
                 state.total = self.quality.ema * state.total + step_total
                 if name != POOLED:
                     self._count_near_chance(name, state)
-            if state.smoothed is not None:
-                stats[metric_key(name, "accuracy_ema")] = state.smoothed
+            stats[metric_key(name, "accuracy_ema")] = math.nan if state.smoothed is None else state.smoothed
             if name != POOLED:
                 stats[metric_key(name, "near_chance_steps")] = float(state.near_chance)
         if self.adaptive.enabled:
