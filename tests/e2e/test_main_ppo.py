@@ -177,6 +177,7 @@ def test_synact_fill_changes_the_advantages_only_where_it_placed_critiques(grpo,
         steps=1, model=grpo.folder / "model",
     )  # fmt: skip
     step = result.steps[0]
+    assert panels.missing_keys(step, needs=("synact_critiques",)) == []  # the dashboard's MI-critique panel
     placed = sum(step[f"arew/synact/{ch}/critique_{sign}"] for ch in ("as", "bt") for sign in ("pos", "neg"))
     assert step["arew/synact/as/decision_points"] >= 4
     ours = _dump(result, 1)
@@ -238,6 +239,7 @@ def test_adaptive_strength_follows_the_logged_accuracy(runs_dir):
     """PPO (GAE advantages are non-zero, so critiques are scored): one step with the adaptive strength on."""
     result = _run(runs_dir / "adaptive", "algorithm.arew.adaptive.enabled=true", "algorithm.arew.adaptive.full_at=0.9", algo="ppo", steps=1)
     (step,) = result.steps
+    assert panels.missing_keys(step, needs=("adaptive",)) == []
     for ch in ("as", "bt"):
         assert step[f"arew/{ch}/accuracy_decisions"] > 0 and 0 <= step[f"arew/{ch}/accuracy"] <= 1
         assert step[f"arew/{ch}/accuracy_ema"] == pytest.approx(step[f"arew/{ch}/accuracy"])  # first step: no history
@@ -255,6 +257,7 @@ def test_mediq_with_the_offline_patient(runs_dir, mediq_source):
     step = result.steps[0]
     assert step["arew/decisions"] > 0 and step["arew/both_signs_frac"] > 0 and step["actor/grad_norm"] > 0
     assert "episode/proxy_fact_coverage/mean" in step and step["episode/counterfactual_generations/mean"] >= 0
+    assert panels.missing_keys(step, needs=("always", "choice")) == []  # a choice task backs its dashboard panels
 
 
 @contextmanager
