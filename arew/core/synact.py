@@ -26,6 +26,7 @@ Everything is a few ``np.unique`` calls and bincounts over the batch's decisions
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -257,7 +258,9 @@ def monitor_stats(point_of: np.ndarray, mi: np.ndarray, point_channel: np.ndarra
         mine = point_channel == index
         count = int(mine.sum())
         stats[f"arew/synact/{name}/decision_points"] = float(count)
-        if count == 0:
+        if count == 0:  # NaN: no point this step; logged so every step has the keys (a dashboard panel reads them)
+            stats[f"arew/synact/{name}/outcome_constant_share"] = math.nan
+            stats[f"arew/synact/{name}/mi"] = math.nan
             continue
         stats[f"arew/synact/{name}/outcome_constant_share"] = float(constant[mine].mean())
         stats[f"arew/synact/{name}/mi"] = float(mi[mine].mean())
