@@ -83,20 +83,6 @@ class AdvantageStage:
     injection: CritiqueInjection | None  # the critiques as this stage applied them (None: vanilla)
 
 
-def compute_advantages(
-    ro: Rollout,
-    variant: Variant,
-    arew: AReWConfig,
-    config: LabConfig,
-    step: int,
-    monitor: dict | None = None,
-    quality: QualityTracker | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(advantages, returns, base advantages) of :func:`advantage_stage`."""
-    stage = advantage_stage(ro, variant, arew, config, step, monitor, quality)
-    return stage.advantages, stage.returns, stage.base
-
-
 def advantage_stage(
     ro: Rollout,
     variant: Variant,

@@ -9,7 +9,7 @@ import torch
 
 from arew.lab.config import QUICK, LabConfig, parse_variant
 from arew.lab.rollout import Rollout
-from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, compute_advantages, train_run
+from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, advantage_stage, train_run
 
 H = 5  # turns in the synthetic rollouts below
 
@@ -50,6 +50,12 @@ LABELS = [
 REWARD = [1.0, 0.0, 0.0, 1.0]
 CONFIG = LabConfig()
 
+
+
+def compute_advantages(*args, **kwargs) -> tuple:
+    """(advantages, returns, base) of the lab's advantage stage."""
+    stage = advantage_stage(*args, **kwargs)
+    return stage.advantages, stage.returns, stage.base
 
 def advantages(name: str, grouping: str = "pooled"):
     variant = parse_variant(name)
