@@ -197,6 +197,15 @@ def paint_spans(per_decision: torch.Tensor, segments: Segments, out: torch.Tenso
     return painted.cumsum_(dim=1).view(torch.float32)
 
 
+def first_model_token(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each decision's first policy token, or -1 when its span holds none."""
+    length = model_mask.shape[1]
+    positions = torch.where(model_mask > 0, torch.arange(length, dtype=torch.long), length)
+    earliest = positions.flip(1).cummin(dim=1).values.flip(1)  # first model token at or after p (length: none)
+    first = earliest.reshape(-1).index_select(0, segments.sample * length + segments.start)
+    return torch.where(first < segments.end, first, torch.full_like(first, -1))
+
+
 def last_model_token(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
     """Position of each decision's last policy token, or -1 when its span holds none."""
     length = model_mask.shape[1]

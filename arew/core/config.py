@@ -21,6 +21,7 @@ NEGATIVES = ("full", "prefix", "suffix")
 WINDOWS = ("all", "first", "last")
 ON_INVALID = ("raise", "drop")
 SYNACT_CRITIQUES = ("off", "only", "fill")
+DIRECTIONS = ("auto", "outcome", "increment")
 
 
 class AReWConfigError(ValueError):
@@ -63,14 +64,16 @@ class QualityConfig:
     chance_band: float = 0.05
     warn_after_steps: int = 10
     min_decisions: int = 1
+    direction: str = "auto"  # what each decision's critique is scored against, see arew.core.quality.resolve_direction
 
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
-    """Scale each channel's strength by its smoothed accuracy: 0 at chance, 1 from ``full_at`` on."""
+    """Scale each channel's strength by its smoothed accuracy: 0 at chance, 1 from ``full_at`` on, after a warm-up."""
 
     enabled: bool = False
     full_at: float = 0.7
+    warmup_steps: int = 20  # global steps 1..warmup_steps keep the full strength (the estimate is still measured)
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
                 "chance_band": lambda k2, v2: _number(k2, v2, low=0.0, high=0.5),
                 "warn_after_steps": lambda k2, v2: _number(k2, v2, low=1, integer=True),
                 "min_decisions": lambda k2, v2: _number(k2, v2, low=1, integer=True),
+                "direction": lambda k2, v2: _choice(k2, v2, DIRECTIONS),
             },
         ),
         "adaptive": lambda k, v: _section(
@@ -245,6 +249,7 @@ def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWCon
             {
                 "enabled": _flag,
                 "full_at": lambda k2, v2: _number(k2, v2, low=0.5, high=1.0),
+                "warmup_steps": lambda k2, v2: _number(k2, v2, low=0, integer=True),
             },
         ),
     }

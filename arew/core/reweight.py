@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from arew.core.coefficients import decision_coefficients, last_model_token, model_mask_of
+from arew.core.coefficients import decision_coefficients, first_model_token, last_model_token, model_mask_of
 from arew.core.config import AReWConfig
 from arew.core.quality import QualityTracker
 from arew.core.records import Segments
@@ -96,6 +96,24 @@ def _span_mean_advantages(advantages: torch.Tensor, prep: _Prepared) -> torch.Te
     return torch.from_numpy(_span_sums(flat, prep.bounds, np.float64)) / prep.token_counts.clamp(min=1)
 
 
+def _decision_increments(advantages: torch.Tensor, prep: _Prepared, segments: Segments) -> torch.Tensor:
+    """Each decision's own share of a GAE advantage (K,) float64: A at its first policy token minus A at the
+    next decision's of the same sample (the last decision: its own); 0 where its span has no policy token.
+
+    See :mod:`arew.core.quality` (``direction=increment``) for why this is the decision's TD-error sum.
+    """
+    first = first_model_token(segments, torch.from_numpy(prep.model_mask))
+    placed = torch.nonzero(first >= 0).squeeze(1)
+    values = advantages.detach().to(device="cpu", dtype=torch.float64)[segments.sample[placed], first[placed]]
+    sample = segments.sample[placed]
+    following = torch.zeros_like(values)
+    same = sample[1:] == sample[:-1]  # decisions are sorted by (sample, start)
+    following[:-1] = torch.where(same, values[1:], torch.zeros_like(values[1:]))
+    increments = torch.zeros(len(first), dtype=torch.float64)
+    increments[placed] = values - following
+    return increments
+
+
 def _prepare(segments: Segments, response_mask: torch.Tensor, config: AReWConfig, step: int) -> _Prepared:
     if response_mask.shape[0] != segments.batch_size:
         raise ValueError(
@@ -146,7 +164,8 @@ def reweight(
     """A + lambda * u on each decision's model tokens, with the statistics and the per-decision values.
 
     With a ``quality`` tracker (:mod:`arew.core.quality`) the critiques' accuracy against
-    ``advantages`` (the base estimator's, before any critique) joins the statistics, and with
+    ``advantages`` (the base estimator's, before any critique: each decision's mean, or its
+    increment for the tracker's ``direction=increment``) joins the statistics, and with
     ``adaptive.enabled`` each channel's lambda is scaled by the tracker's factor, already
     including this batch.
 
@@ -159,7 +178,11 @@ def reweight(
     prep = _prepare(segments, response_mask, config, step)
     factors = (1.0,) * len(config.channel_lambdas())
     if quality is not None:
-        prep.stats.update(quality.update(prep.label, segments.channel, _span_mean_advantages(advantages, prep)))
+        if quality.direction == "increment":
+            estimate = _decision_increments(advantages, prep, segments)
+        else:
+            estimate = _span_mean_advantages(advantages, prep)
+        prep.stats.update(quality.update(prep.label, segments.channel, estimate, step))
         factors = quality.factors()
     lambdas = tuple(prep.factor * lam * adapt for lam, adapt in zip(config.channel_lambdas(), factors))
     per_decision = decision_coefficients(

@@ -145,18 +145,25 @@ def _as_bt(base: str, alpha: float, suffix: str = "") -> str:
 
 CRITIQUE_ACCURACY = Study(
     "critique-accuracy",
-    "Issue 13: the live accuracy estimate (arew/<ch>/accuracy) under sign-flip noise alpha, whose true effect is known",
-    tuple(arm(_as_bt(base, alpha)) for base in ("ppo", "grpo") for alpha in FLIPS),
+    "Issue 13: the live accuracy estimate (arew/<ch>/accuracy) under sign-flip noise alpha, whose true effect is known; "
+    "PPO scores against each decision's GAE increment (direction auto) and, for comparison, its mean GAE advantage",
+    (
+        *(arm(_as_bt(base, alpha)) for base in ("ppo", "grpo") for alpha in FLIPS),
+        *(arm(_as_bt("ppo", alpha), _as_bt("ppo", alpha, "-outcome"), {"quality": {"direction": "outcome"}}) for alpha in FLIPS),
+    ),
     table_columns=("as_accuracy_train", "bt_accuracy_train"),
 )
 
 ADAPTIVE = Study(
     "adaptive",
-    "Issue 13: adaptive lambda (strength scaled by the smoothed accuracy) against fixed lambda at alpha = 0, 0.3, 0.5",
+    "Issue 13: adaptive lambda (strength scaled by the smoothed accuracy after a 20-step warm-up) against fixed lambda "
+    "at alpha = 0, 0.3, 0.5, and without the warm-up",
     (
         arm("ppo-vanilla"),
         arm("grpo-vanilla"),
         *(arm(_as_bt(base, alpha, suffix)) for base in ("ppo", "grpo") for alpha in (0.0, 0.3, 0.5) for suffix in ("", "-adaptive")),
+        # without the warm-up: the estimate's blindness at the start of a self-locked run decides the factor
+        *(arm(f"{base}-as+bt-adaptive", f"{base}-as+bt-adaptive-nowarmup", {"adaptive": {"warmup_steps": 0}}) for base in ("ppo", "grpo")),
     ),
     table_columns=("as_accuracy_train", "bt_accuracy_train", "as_adaptive_factor_train"),
 )

@@ -208,7 +208,9 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     actor_config = _actor_config(config)
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
     reweights = variant.uses_critiques and variant.method != "ir"
-    quality = QualityTracker.from_config(arew) if reweights else None  # one per run: accuracy is smoothed over steps
+    estimator = "gae" if variant.base == "ppo" else "grpo"
+    # one per run: accuracy is smoothed over steps
+    quality = QualityTracker.from_config(arew, estimator, config.gamma * config.gae_lambda) if reweights else None
     rng = np.random.default_rng([seed, 1])
     generator = torch.Generator().manual_seed(seed)
 

@@ -32,6 +32,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
+from arew.core.quality import resolve_direction
 from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.episodes.failures import FAILURE_REASONS
 from arew.reporting.credentials import has_wandb_credentials
@@ -106,6 +107,12 @@ def validate_arew_setup(config) -> None:
         raise ValueError("algorithm.use_pf_ppo: verl's PF-PPO reweighting is not supported with AReW estimators")
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
+    resolve_direction(arew_config.quality.direction, base, gae_discount(algorithm))
+
+
+def gae_discount(algorithm) -> float:
+    """gamma * lam of verl's GAE (its defaults: 1.0 each)."""
+    return float(algorithm.get("gamma", 1.0)) * float(algorithm.get("lam", 1.0))
 
 
 def dataset_tasks(config) -> set[str]:
@@ -256,7 +263,9 @@ class AReWTrainer(PPOTrainerSync):
         Only ``mode=reweight`` measures: after reward shaping no outcome-only advantage exists.
         """
         if getattr(self, "quality", None) is None:
-            self.quality = QualityTracker.from_config(config)
+            algorithm = self.config.algorithm
+            estimator = base_estimator_name(algorithm.adv_estimator)
+            self.quality = QualityTracker.from_config(config, estimator, gae_discount(algorithm))
         return self.quality
 
     def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:

@@ -1,5 +1,5 @@
-"""Critique accuracy against the outcome's direction (arew.core.quality): the estimate, its smoothing,
-the near-chance warning, the adaptive strength and its config."""
+"""Critique accuracy against the advantage's direction (arew.core.quality): the estimate, its two
+advantage estimates, its smoothing, the near-chance warning, the adaptive strength and its config."""
 
 import logging
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from arew.core import AReWConfigError, QualityTracker, collect_segments, make_record, parse_config, reweight
-from arew.core.quality import accuracy_sums, adaptive_factor, critique_accuracy
+from arew.core.quality import accuracy_sums, adaptive_factor, critique_accuracy, resolve_direction
 from arew.core.records import CHANNEL_INDEX
 from arew.core.transforms import transform_labels
 
@@ -16,13 +16,13 @@ AS, BT = CHANNEL_INDEX["as"], CHANNEL_INDEX["bt"]
 
 
 def _tracker(grouping="pooled", channels="as+bt", **sections):
-    return QualityTracker.from_config(parse_config({"grouping": grouping, "channels": channels, **sections}))
+    return QualityTracker.from_config(parse_config({"grouping": grouping, "channels": channels, **sections}), "grpo")
 
 
-def _step(tracker, labels, outcome, channel=None):
+def _step(tracker, labels, outcome, channel=None, step=100):
     label = torch.tensor(labels)
     channel = torch.full_like(label, AS) if channel is None else torch.tensor(channel)
-    return tracker.update(label, channel, torch.tensor(outcome, dtype=torch.float64))
+    return tracker.update(label, channel, torch.tensor(outcome, dtype=torch.float64), step)
 
 
 def test_perfect_critiques_score_one_and_reversed_ones_zero():
@@ -137,9 +137,9 @@ def _batch():
 def test_reweight_scales_each_channels_coefficients_by_its_factor(grouping):
     segments, mask, advantages = _batch()
     fixed = parse_config({"grouping": grouping})
-    adaptive = parse_config({"grouping": grouping, "adaptive": {"enabled": True, "full_at": 0.9}})
+    adaptive = parse_config({"grouping": grouping, "adaptive": {"enabled": True, "full_at": 0.9, "warmup_steps": 0}})
     plain = reweight(advantages, mask, segments, fixed, step=1)
-    tracker = QualityTracker.from_config(adaptive)
+    tracker = QualityTracker.from_config(adaptive, "grpo")
     scaled = reweight(advantages, mask, segments, adaptive, step=1, quality=tracker)
     stats = scaled.stats
     assert stats["arew/as/accuracy"] == 1.0 and stats["arew/bt/accuracy"] == 0.5
@@ -152,7 +152,7 @@ def test_reweight_scales_each_channels_coefficients_by_its_factor(grouping):
     factor = torch.tensor(expected, dtype=torch.float64).index_select(0, segments.channel)
     torch.testing.assert_close(scaled.coefficients, plain.coefficients * factor)
     # a tracker without adaptive measures and changes nothing
-    measured = reweight(advantages, mask, segments, fixed, step=1, quality=QualityTracker.from_config(fixed))
+    measured = reweight(advantages, mask, segments, fixed, step=1, quality=QualityTracker.from_config(fixed, "grpo"))
     torch.testing.assert_close(measured.tensor, plain.tensor)
     assert "arew/as/adaptive_factor" not in measured.stats and measured.stats["arew/as/accuracy"] == 1.0
 
@@ -165,10 +165,68 @@ def test_the_advantage_is_averaged_over_model_tokens_only():
     assert stats["arew/as/accuracy"] == 1.0 and stats["arew/as/accuracy_decisions"] == 1
 
 
+def test_adaptive_strength_stays_full_through_the_warm_up_while_the_estimate_is_measured():
+    config = parse_config({"adaptive": {"enabled": True, "warmup_steps": 2}})
+    tracker = QualityTracker.from_config(config, "grpo")
+    assert tracker.factors() == (1.0, 1.0)  # no step yet
+    wrong = ([1, 1], [-1.0, -1.0])  # every critique disagrees: the rule's factor is 0
+    for step in (1, 2):
+        stats = _step(tracker, *wrong, step=step)
+        assert stats["arew/as/accuracy_ema"] == 0.0 and stats["arew/as/adaptive_factor"] == 1.0, step
+    assert _step(tracker, *wrong, step=3)["arew/as/adaptive_factor"] == 0.0  # global step 3: past the warm-up
+
+
+@pytest.mark.parametrize(
+    "setting, estimator, discount, direction",
+    [
+        ("auto", "gae", 1.0, "increment"),
+        ("auto", "gae", 0.95, "outcome"),  # the difference is no longer the decision's TD sum
+        ("auto", "grpo", 1.0, "outcome"),
+        ("auto", "rloo", 1.0, "outcome"),
+        ("outcome", "gae", 1.0, "outcome"),
+        ("increment", "gae", 1.0, "increment"),
+    ],
+)
+def test_auto_direction_takes_the_increment_only_where_it_is_exact(setting, estimator, discount, direction):
+    assert resolve_direction(setting, estimator, discount) == direction
+
+
+@pytest.mark.parametrize("estimator, discount, why", [("grpo", 1.0, "no per-step baseline"), ("gae", 0.9, "gamma \\* lam = 1, got 0.9")])
+def test_an_increment_that_does_not_exist_fails_naming_the_key(estimator, discount, why):
+    with pytest.raises(ValueError, match=f"algorithm.arew.quality.direction: 'increment' .*{why}"):
+        resolve_direction("increment", estimator, discount)
+
+
+def test_increment_scores_each_decision_against_its_own_share_of_the_advantage():
+    """GAE-like advantages A_i = R - V_i: the outcome (mean) direction is + everywhere, the increments are not.
+
+    Sample 0: AS (0, 2), BT (2, 4) on environment tokens only, AS (4, 6) with an environment token first,
+    BT (6, 8). Sample 1: AS (0, 3), the last decision of its sample.
+    """
+    records = [
+        make_record([(0, 2), (2, 4), (4, 6), (6, 8)], ["as", "bt", "as", "bt"], [1, 1, -1, 1]),
+        make_record([(0, 3)], ["as"], [-1]),
+    ]
+    mask = torch.tensor([[1, 1, 0, 0, 0, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    advantages = torch.tensor([[2.0, 1.9, -9.0, -9.0, -9.0, 1.0, 1.3, 1.2], [0.7, 0.6, 0.5, 0, 0, 0, 0, 0]])
+    segments = collect_segments(records, [8, 3])
+    tracker = QualityTracker.from_config(parse_config({}), "gae")
+    assert tracker.direction == "increment"
+    stats = reweight(advantages, mask, segments, parse_config({}), 1, tracker).stats
+    # AS: 2.0 - 1.0 = +1.0 (z +1 agrees), 1.0 - 1.3 = -0.3 (z -1 agrees), sample 1's last: +0.7 (z -1 disagrees)
+    assert stats["arew/as/accuracy"] == pytest.approx(1.3 / 2.0) and stats["arew/as/accuracy_decisions"] == 3
+    # BT: (2, 4) has no policy token (not scored, and skipped by the difference); (6, 8) is sample 0's last: +1.3
+    assert stats["arew/bt/accuracy"] == 1.0 and stats["arew/bt/accuracy_decisions"] == 1
+    outcome = reweight(advantages, mask, segments, parse_config({}), 1, _tracker()).stats  # span means, all > 0
+    assert outcome["arew/as/accuracy"] == pytest.approx(1.95 / (1.95 + 1.0 + 0.6))
+
+
 @pytest.mark.parametrize(
     "raw, key",
     [
         ({"quality": {"ema": 1.0}}, "algorithm.arew.quality.ema"),
+        ({"quality": {"direction": "critic"}}, "algorithm.arew.quality.direction"),
+        ({"adaptive": {"warmup_steps": -1}}, "algorithm.arew.adaptive.warmup_steps"),
         ({"quality": {"chance_band": -0.1}}, "algorithm.arew.quality.chance_band"),
         ({"quality": {"warn_after_steps": 0}}, "algorithm.arew.quality.warn_after_steps"),
         ({"quality": {"min_decisions": 1.5}}, "algorithm.arew.quality.min_decisions"),

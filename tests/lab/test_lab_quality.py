@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from arew.core.quality import adaptive_factor
-from arew.lab.config import QUICK, LabConfig, parse_variant
+from arew.lab.config import QUICK, LabConfig, parse_variant, with_overrides
 from arew.lab.train import train_run
 
 
@@ -26,7 +26,9 @@ def test_adaptive_needs_an_arew_method_and_comes_last(name):
 
 def test_runs_log_accuracy_and_the_factor_the_rule_gives():
     config = replace(LabConfig(), **{**QUICK, "steps": 2})
-    adaptive = train_run(config, parse_variant("ppo-as+bt-adaptive"), 0)
+    warming = train_run(config, with_overrides("ppo-as+bt-adaptive", {"adaptive": {"warmup_steps": 1}}), 0)
+    assert warming.log[0]["as_adaptive_factor"] == 1.0  # global step 1: in the warm-up
+    adaptive = train_run(config, with_overrides("ppo-as+bt-adaptive", {"adaptive": {"warmup_steps": 0}}), 0)
     vanilla = train_run(config, parse_variant("ppo-vanilla"), 0)
     for row in adaptive.log:
         assert 0 <= row["as_accuracy"] <= 1 and 0 <= row["bt_accuracy"] <= 1  # GAE advantages: every step is scored

@@ -108,8 +108,8 @@ def test_the_batchs_tracker_measures_accuracy_and_scales_lambda_through_verl():
     from arew.core import QualityTracker, parse_config
 
     data = _data()
-    algorithm = _algorithm(adaptive={"enabled": True, "full_at": 0.9})
-    tracker = QualityTracker.from_config(parse_config(OmegaConf.to_container(algorithm.arew)))
+    algorithm = _algorithm(adaptive={"enabled": True, "full_at": 0.9, "warmup_steps": 0})
+    tracker = QualityTracker.from_config(parse_config(OmegaConf.to_container(algorithm.arew)), "grpo")
     context = AdvantageBatch(segments=collect_segments(RECORDS, [8, 8, 8]), step=1, quality=tracker)
     with advantage_batch(context):
         out = compute_advantage(data, adv_estimator="arew_grpo", config=algorithm)

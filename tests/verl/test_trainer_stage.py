@@ -110,6 +110,46 @@ def test_gae_stage_uses_critic_values_and_channels_off_is_exactly_verl(transfer_
     assert not torch.allclose(zero_values, expected)
 
 
+FIRST_POLICY_TOKENS = [[0, None, 5], [0, 3], [0, 2]]  # each recorded decision's first policy token (MASKS, RECORDS)
+
+
+def _accuracy(labels: list, estimates: list) -> float:
+    agree = sum(abs(a) for z, a in zip(labels, estimates) if z != 0 and a != 0 and (a > 0) == (z > 0))
+    return agree / sum(abs(a) for z, a in zip(labels, estimates) if z != 0 and a != 0)
+
+
+@pytest.mark.parametrize("direction", ["auto", "outcome"])
+def test_gae_stage_scores_critiques_against_each_decisions_increment(transfer_queue, direction):
+    """PPO's accuracy is scored against the decision's own share of verl's GAE advantage (auto), or the span mean."""
+    batch = _put(f"t_dir_{direction}")
+    trainer = _trainer(AReWTrainer, _compose("critic.enable=True", f"algorithm.arew.quality.direction={direction}"))
+    metrics = {}
+    trainer._compute_advantage(batch, metrics)
+    assert trainer.quality.direction == {"auto": "increment", "outcome": "outcome"}[direction]
+    reference = _put(f"t_dir_ref_{direction}")
+    sync_config = _compose("algorithm.adv_estimator=gae", "trainer.v1.trainer_mode=sync", "critic.enable=True")
+    _trainer(PPOTrainerSync, sync_config)._compute_advantage(reference, {})
+    base = _advantages(reference)[0]  # verl's own GAE advantages (whitened)
+    estimates = {"increment": {"as": [], "bt": []}, "outcome": {"as": [], "bt": []}}
+    labels = {"as": [], "bt": []}
+    for sample, (record, firsts) in enumerate(zip(RECORDS, FIRST_POLICY_TOKENS)):
+        mask = torch.tensor(MASKS[sample], dtype=torch.bool)
+        placed = [f for f in firsts if f is not None]
+        for (start, end), channel, label, first in zip(zip(record["start"], record["end"]), record["channel"], record["label"], firsts):
+            increment = 0.0
+            if first is not None:
+                following = placed[placed.index(first) + 1] if first != placed[-1] else None
+                increment = float(base[sample][first] - (base[sample][following] if following is not None else 0.0))
+            span = base[sample][start:end][mask[start:end]]
+            estimates["increment"][channel].append(increment)
+            estimates["outcome"][channel].append(float(span.mean()) if len(span) else 0.0)
+            labels[channel].append(label)
+    expected = {name: {ch: _accuracy(labels[ch], values[ch]) for ch in labels} for name, values in estimates.items()}
+    assert expected["increment"]["as"] != pytest.approx(expected["outcome"]["as"])  # the data tells the two apart
+    for channel in ("as", "bt"):
+        assert metrics[f"arew/{channel}/accuracy"] == pytest.approx(expected[trainer.quality.direction][channel], abs=1e-6)
+
+
 def test_verls_padding_samples_are_nobodys_episode(transfer_queue):
     """verl pads a batch with copies of its first sample's extra_fields; their records must not be applied or checked."""
     config = _compose("algorithm.adv_estimator=arew_grpo")
@@ -159,6 +199,10 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.name=hf"))
     with pytest.raises(ValueError, match="arew_rollouts.per_step"):
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "arew_rollouts.per_step=-1"))
+    with pytest.raises(ValueError, match="algorithm.arew.quality.direction: 'increment' .* 'grpo' has no per-step baseline"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.quality.direction=increment"))
+    with pytest.raises(ValueError, match="algorithm.arew.quality.direction: 'increment' .* got 0.95"):
+        validate_arew_setup(_compose("critic.enable=True", "algorithm.lam=0.95", "algorithm.arew.quality.direction=increment"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
 
