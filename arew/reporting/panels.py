@@ -182,7 +182,7 @@ SECTIONS: tuple[Section, ...] = (
             Panel(
                 "Critique accuracy",
                 _per_channel("arew/{ch}/accuracy"),
-                "Online estimate of each channel's critique accuracy against the outcome (0.5 is chance, Prop. 4.1).",
+                "Online estimate of each channel's critique accuracy against the decisions' advantages (PPO: each decision's own GAE increment; 0.5 is chance, Prop. 4.1).",
             ),
             Panel(
                 "Adaptive strength",

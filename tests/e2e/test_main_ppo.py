@@ -235,17 +235,52 @@ def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
         assert "algo=gspo" in command
 
 
-def test_adaptive_strength_follows_the_logged_accuracy(runs_dir):
-    """PPO (GAE advantages are non-zero, so critiques are scored): one step with the adaptive strength on."""
-    result = _run(runs_dir / "adaptive", "algorithm.arew.adaptive.enabled=true", "algorithm.arew.adaptive.full_at=0.9", algo="ppo", steps=1)
-    (step,) = result.steps
-    assert panels.missing_keys(step, needs=("adaptive",)) == []
+def _increment_accuracy(dump: dict, rows: list[dict]) -> dict[str, float]:
+    """Each channel's accuracy recomputed from a step's dump and rollout rows: the base GAE advantages are the dumped
+    ones minus each decision's coefficient, and each decision is scored against its own increment."""
+    agree, total = {"as": 0.0, "bt": 0.0}, {"as": 0.0, "bt": 0.0}
+    for row in rows:
+        i = dump["episodes"].index(row["episode"])
+        record, mask = dump["records"][i], dump["response_mask"][i].bool()
+        base = dump["advantages"][i].double().clone()
+        firsts = []
+        for turn, start, end in zip(row["turns"], record["start"], record["end"]):
+            base[start:end][mask[start:end]] -= turn["coefficient"]
+            model = torch.nonzero(mask[start:end]).flatten()
+            firsts.append(start + int(model[0]) if len(model) else None)
+        placed = [f for f in firsts if f is not None]
+        for turn, first in zip(row["turns"], firsts):
+            if first is None or turn["applied"] == 0:
+                continue
+            later = placed[placed.index(first) + 1 :]
+            increment = float(base[first] - (base[later[0]] if later else 0.0))
+            if increment != 0:
+                total[turn["channel"]] += abs(increment)
+                agree[turn["channel"]] += abs(increment) * ((increment > 0) == (turn["applied"] > 0))
+    return {ch: agree[ch] / total[ch] for ch in total if total[ch] > 0}
+
+
+def test_adaptive_strength_follows_the_logged_accuracy_after_its_warm_up(runs_dir):
+    """PPO, two steps with the adaptive strength on and a one-step warm-up. Step 1 keeps the full strength; its logged
+    accuracy is each critique scored against its decision's own share of verl's GAE advantage (direction auto),
+    recomputed here from what the trainer dumped; step 2 takes the rule's factor."""
+    folder = runs_dir / "adaptive"
+    result = _run(
+        folder, *DETERMINISTIC, "algorithm.arew.adaptive.enabled=true", "algorithm.arew.adaptive.full_at=0.9",
+        "algorithm.arew.adaptive.warmup_steps=1", f"algorithm.arew.dump_dir={folder / 'dumps'}", "arew_rollouts.per_step=64",
+        algo="ppo", steps=2,
+    )  # fmt: skip
+    first, second = result.steps
+    rows = [row for row in _rollouts(result, "train") if row["step"] == 1]
+    assert len(rows) == len(_dump(result, 1)["episodes"])  # every episode of the step has its row
+    recomputed = _increment_accuracy(_dump(result, 1), rows)
     for ch in ("as", "bt"):
-        assert step[f"arew/{ch}/accuracy_decisions"] > 0 and 0 <= step[f"arew/{ch}/accuracy"] <= 1
-        assert step[f"arew/{ch}/accuracy_ema"] == pytest.approx(step[f"arew/{ch}/accuracy"])  # first step: no history
+        assert first[f"arew/{ch}/accuracy_decisions"] > 0 and first[f"arew/{ch}/accuracy"] == pytest.approx(recomputed[ch], abs=1e-4)
+        assert first[f"arew/{ch}/accuracy_ema"] == pytest.approx(first[f"arew/{ch}/accuracy"])  # first step: no history
+        assert first[f"arew/{ch}/adaptive_factor"] == 1.0  # the warm-up
         # pooled grouping (the default): both channels take the factor of the pooled accuracy, this step's batch included
-        assert step[f"arew/{ch}/adaptive_factor"] == pytest.approx(adaptive_factor(step["arew/accuracy_ema"], 0.9))
-    assert step["arew/accuracy_ema"] == pytest.approx(step["arew/accuracy"])
+        assert second[f"arew/{ch}/adaptive_factor"] == pytest.approx(adaptive_factor(second["arew/accuracy_ema"], 0.9))
+    assert panels.missing_keys(second, needs=("adaptive",)) == []
 
 
 def test_mediq_with_the_offline_patient(runs_dir, mediq_source):
