@@ -25,6 +25,10 @@ TASKS = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "f
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
 PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
 ALGOS = ("grpo", "gspo", "ppo")
+# rollout engine -> the CPU backend's config group (configs/backend/)
+BACKENDS = {"hf": "cpu", "vllm": "cpu_vllm"}
+# vLLM CPU sizes its KV cache from this (GiB); its own default (4) is more than a tiny run needs
+VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 VARIANTS = ("vanilla", "as_only", "as_bt")
 
 # Sizes that fit a 2-core machine in minutes; everything else is the recipe's.
@@ -131,11 +135,11 @@ def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
     return steps, validation
 
 
-def command(task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str]) -> list[str]:
+def command(task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str], rollout: str = "hf") -> list[str]:
     return [
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(CONFIG_DIR), "--config-name", "recipe",
-        f"task={task}", f"algo={algo}", f"variant={variant}", "+backend=cpu",
+        f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={BACKENDS[rollout]}",
         f"actor_rollout_ref.model.path={model}",
         f"trainer.total_training_steps={steps}",
         f"trainer.default_local_dir={folder / 'checkpoints'}",
@@ -156,9 +160,12 @@ def run(
     echo: bool = False,
     cluster: bool = False,
     env: dict[str, str] | None = None,
+    rollout: str = "hf",
 ) -> SmokeRun:
     """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log);
-    ``env`` adds environment variables (e.g. WANDB_MODE) to the run's."""
+    ``env`` adds environment variables (e.g. WANDB_MODE) to the run's; ``rollout`` is ``hf`` or ``vllm``."""
+    if rollout not in BACKENDS:
+        raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(BACKENDS)}")
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     if not CONFIG_DIR.is_dir():
@@ -168,6 +175,7 @@ def run(
     model_dir = Path(model).resolve() if model else _tiny_model_for(task, folder / "model", data_dir)
     extra_env = dict(env or {})
     env = {
+        **(VLLM_CPU_ENV if rollout == "vllm" else {}),
         **os.environ,
         **extra_env,
         "VERL_PLATFORM": "cpu",
@@ -180,7 +188,7 @@ def run(
         # quoted: Ray wants strings, and Hydra would read 1 as an int
         forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in CLUSTER_ENV]
         overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
-    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides))
+    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout)
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")
     (folder / "metrics.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
@@ -233,6 +241,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default="pe-g-s2", choices=TASKS)
     parser.add_argument("--algo", default="grpo", choices=ALGOS)
     parser.add_argument("--variant", default="as_bt", choices=VARIANTS)
+    parser.add_argument("--rollout", default="hf", choices=sorted(BACKENDS), help="rollout engine: the hf sampler or verl's vLLM rollout on vLLM's CPU build (default hf)")
     parser.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
     parser.add_argument("--out", default="runs/smoke", help="run folder (default runs/smoke)")
     parser.add_argument("--model", default=None, help="Hugging Face model folder (default: a tiny random Qwen2 built offline)")
@@ -245,7 +254,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     if args.steps < 1:
         raise SystemExit("--steps must be at least 1")
-    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster)
+    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster, rollout=args.rollout)
     print(summary(result))
     if result.returncode != 0 or len(result.steps) < args.steps:
         print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)

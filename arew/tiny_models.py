@@ -47,18 +47,22 @@ def build_chat_tokenizer(extra_text: Sequence[str] = (), vocab_size: int = 600):
 
 
 def build_tiny_model(tokenizer, seed: int = 0):
-    """A two-layer, 32-wide Qwen2 causal LM with random weights over ``tokenizer``'s vocabulary."""
+    """A two-layer, 64-wide Qwen2 causal LM with random weights over ``tokenizer``'s vocabulary.
+
+    Two heads of 32 and one key-value head: 32 is the smallest head size vLLM's CPU attention
+    supports (``vllm/v1/attention/backends/cpu_attn.py``), so the same model runs on both engines.
+    """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=64,
+        intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
         max_position_embeddings=8192,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
