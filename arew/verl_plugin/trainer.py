@@ -91,6 +91,11 @@ def validate_arew_setup(config) -> None:
             f"actor_rollout_ref.rollout.tensor_model_parallel_size: {rollout.tensor_model_parallel_size} GPUs per rollout "
             f"replica but trainer.n_gpus_per_node * trainer.nnodes = {gpus}; set it to {gpus} or fewer (1 on a 1-GPU node)"
         )
+    if rollout.get("name", None) == "vllm":
+        from arew.verl_plugin.weight_sync import sync_timeout  # imports vLLM, which verl's vLLM replica imports anyway
+
+        sync_timeout(rollout.get("custom"))
+        check_vllm_on_cpu(rollout)
     if rollout.get("name", None) == "hf" and not cpu_backend_selected():
         raise ValueError("actor_rollout_ref.rollout.name: the hf rollout is part of the CPU backend; set VERL_PLATFORM=cpu (or use arew smoke)")
     for task in dataset_tasks(config):
@@ -108,6 +113,18 @@ def validate_arew_setup(config) -> None:
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
     resolve_direction(arew_config.quality.direction, base, gae_discount(algorithm))
+
+
+def check_vllm_on_cpu(rollout) -> None:
+    """vLLM's CPU build has no sleep mode, and its error reaches the trainer only as an unpicklable Ray failure."""
+    if not cpu_backend_selected():
+        return
+    for key in ("enable_sleep_mode", "free_cache_engine"):
+        if rollout.get(key, True):
+            raise ValueError(
+                f"actor_rollout_ref.rollout.{key}: vLLM's CPU build has no sleep mode; set it to false "
+                "(+backend=cpu_vllm does, with the other settings verl's vLLM rollout needs on a CPU)"
+            )
 
 
 def gae_discount(algorithm) -> float:

