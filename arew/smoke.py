@@ -186,7 +186,8 @@ def run(
     if cluster:
         env["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
         # quoted: Ray wants strings, and Hydra would read 1 as an int
-        forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in CLUSTER_ENV]
+        keys = (*CLUSTER_ENV, *(VLLM_CPU_ENV if rollout == "vllm" else ()))
+        forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in keys]
         overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
     argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout)
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")

