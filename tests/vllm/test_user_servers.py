@@ -21,7 +21,6 @@ One server per class, started once for its tests, one at a time:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -33,10 +32,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (launch/install_cpu.sh installs its CPU build)"),
-]
+pytestmark = pytest.mark.vllm
 
 ROOT = Path(__file__).resolve().parents[2]
 PATIENT_REPLY = "FACTS: 2"  # the MediQ case's fact 2: the fever
