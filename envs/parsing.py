@@ -255,56 +255,197 @@ def _encodable(text: str) -> bool:
     return True
 
 
-MAX_SELECTION_CHARS = 200
+MAX_SELECTION_CHARS = 2000
 NONE_WORDS = ("NONE", "UNKNOWN")
+# a word that, right after the numbers, makes the answer ambiguous ("FACTS: 2 or 3", "ROW: 1 maybe")
+HEDGES = frozenset("and or nor also plus maybe perhaps possibly probably except but not either then".split())
+
+_LIST = re.compile(r"[0-9]+(?:(?:[ \t]*,[, \t]*|[ \t]+and[ \t]+|[ \t]*&[ \t]*|[ \t]+)[0-9]+)*", re.ASCII | re.IGNORECASE)
+_LIST_NUMBER = re.compile(r"[0-9]+", re.ASCII)
+_NONE = re.compile(rf"(?:{'|'.join(NONE_WORDS)})(?![A-Za-z0-9_])", re.IGNORECASE)
+_LEADING_YES_NO = re.compile(r"(?:yes|no)(?![^\W_])[ \t]*[.,:;!\-\u2013\u2014]?\s*", re.IGNORECASE)
+_DECIMAL_TAIL = re.compile(r"\.[0-9]", re.ASCII)
+_TAIL_SEPARATOR = re.compile(r"[ \t]*(?:[.:;,)(\-\u2013\u2014][ \t]*)?")
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+_ITEM = re.compile(r"[ \t]*(?:[-*\u2022][ \t]*)?([0-9]{1,6})[ \t]*[.)][ \t]+(\S.*)", re.ASCII)
+_STANDALONE = re.compile(r"(?<![\w./-])([0-9]{1,6})(?![\w/]|[.,][0-9])", re.ASCII)
+_MARKUP = re.compile(r"\*\*|__|`")
 
 
-def parse_selection(text: Any, label: str, allowed: Any, max_count: int) -> ParseResult:
-    """A simulated user's strict one-line reply ``LABEL: 3, 7`` or ``LABEL: NONE``.
+@dataclass(frozen=True)
+class _Answer:
+    """One ``LABEL: ...`` statement: the numbers (None: items follow on the next lines), where it ends."""
 
-    Used on the output of an LLM user (see :mod:`envs.users.llm`). The label and NONE are
-    case-insensitive, one trailing period is tolerated, nothing else is: no prose, no second
-    line. The numbers (1-based, as shown to the user) must be distinct members of
-    ``allowed``, at most ``max_count`` of them. Returns the numbers as a tuple of ints in the
-    order given; NONE (or UNKNOWN) gives the empty tuple.
+    numbers: tuple[int, ...] | None
+    end: int
+
+
+def _normal_item(text: str) -> str:
+    return " ".join(text.split()).strip(" \t\"'").rstrip(".?!").casefold()
+
+
+def _first_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _read_answer(body: str, start: int) -> ParseResult:
+    """The numbers after the colon at ``start`` (see :func:`parse_selection`), as an :class:`_Answer`."""
+    pos = start
+    while pos < len(body) and body[pos] in " \t":
+        pos += 1
+    rest = body[pos:]
+    if not rest or rest.splitlines()[0].strip() == "":
+        return ParseResult.success(_Answer(None, pos))  # nothing on the label's line: items below, or nothing
+    none = _NONE.match(rest)
+    if none:
+        return ParseResult.success(_Answer((), pos + none.end()))
+    numbers = _LIST.match(rest)
+    if not numbers:
+        shown = rest.split()[0][:MAX_TOKEN_CHARS]
+        return ParseResult.failure(f"{shown!r} is not a whole number or NONE")
+    tokens = _LIST_NUMBER.findall(numbers.group())
+    if any(len(token) > 6 for token in tokens):
+        return ParseResult.failure("the reply names a number that is too long")
+    return ParseResult.success(_Answer(tuple(int(t) for t in tokens), pos + numbers.end()))
+
+
+def _check_tail(tail: str, truncated: bool) -> str | None:
+    """Why the text after the numbers makes the answer ambiguous, or None when it is an explanation or nothing."""
+    if not tail.strip():
+        return "the reply was cut off right after the numbers, so more may have followed" if truncated else None
+    if tail[0] in "\r\n" or tail[0] in "\v\f\x1c\x1d\x1e\x85\u2028\u2029":
+        return None  # the explanation starts on a line of its own
+    if _DECIMAL_TAIL.match(tail):
+        return "the numbers must be whole numbers"  # 2.5, 2,5 is two numbers
+    separator = _TAIL_SEPARATOR.match(tail)
+    explanation = tail[separator.end() :]
+    if not explanation.strip():
+        # "FACTS: 2." is complete; "FACTS: 2, 3," cut by the length cap may have gone on
+        return "the reply was cut off right after the numbers, so more may have followed" if truncated else None
+    if explanation[0].isdigit():
+        return "the numbers are followed by another number after a separator, which is ambiguous"
+    word = _FIRST_WORD.match(explanation)
+    if word and word.group().lower() in HEDGES:
+        return f"the numbers are followed by {word.group()!r}, which makes the answer ambiguous"
+    return None
+
+
+def _select(numbers: tuple[int, ...], permitted: set[int], max_count: int) -> ParseResult:
+    if len(numbers) > max_count:
+        return ParseResult.failure(f"the reply names {len(numbers)} numbers, at most {max_count} are allowed")
+    if any(n not in permitted for n in numbers):
+        return ParseResult.failure(f"the reply names numbers outside the list: {list(numbers)}")
+    if len(set(numbers)) != len(numbers):
+        return ParseResult.failure("the reply repeats a number")
+    return ParseResult.success(numbers)
+
+
+def _quoted_items(lines: list[str], options: dict[int, str] | None, truncated: bool) -> ParseResult:
+    """Numbers from lines that each quote one offered item, ``3. <its text>``; else why not."""
+    if not options:
+        return ParseResult.failure("the numbers of a list must come with the texts offered")
+    if truncated:
+        return ParseResult.failure("the list was cut off by the length cap, so more items may have followed")
+    numbers = []
+    for line in lines:
+        item = _ITEM.fullmatch(line)
+        if not item:
+            return ParseResult.failure("every line of a list must be one numbered item, '3. <its text>'")
+        number = int(item.group(1))
+        if number not in options or _normal_item(item.group(2)) != _normal_item(options[number]):
+            return ParseResult.failure(f"item {number} of the list does not quote the text offered under that number")
+        numbers.append(number)
+    return ParseResult.success(tuple(numbers))
+
+
+def parse_selection(
+    text: Any, label: str, allowed: Any, max_count: int, options: Any = None, truncated: bool = False
+) -> ParseResult:
+    """A simulated user's choice of numbers from a numbered list, written as requested
+    (``LABEL: 3, 7`` or ``LABEL: NONE``) or in one of the unambiguous ways real models write it.
+
+    Used on the output of an LLM user (see :mod:`envs.users.llm`). ``allowed``: the numbers
+    (1-based, as shown) that may be named; ``max_count``: how many at most; ``options``: the
+    text shown under each number (a mapping), which makes the list form below readable;
+    ``truncated``: the reply was cut off by the length cap. Returns the numbers as a tuple of
+    ints in the order given; NONE (or UNKNOWN) gives the empty tuple. Accepted:
+
+    - the answer: the label (case-insensitive, ``**bold**`` or in backticks too) and a colon at
+      the start of the reply, then NONE or the numbers, separated by commas, spaces or "and";
+      a bare "Yes" or "No" may come before it (a yes/no question answered first);
+    - after the answer, an explanation: after a line break, after one separator (``. : ; , - (``)
+      or after a space and a word, as in ``FACTS: 2 - she has a fever`` or ``ROW: 3\\nYes, ...``;
+      further ``LABEL:`` statements are allowed only if they name the same numbers;
+    - the list form: every non-blank line is ``3. <the text offered as 3>`` (or ``3)``, maybe
+      after a bullet), quoting that item word for word (case, spacing and final punctuation
+      aside), optionally under a line holding only ``LABEL:``.
+
+    Rejected, among others: prose before the label; numbers outside ``allowed``, repeated, more
+    than ``max_count``, or not whole; two answers that differ; numbers followed by a hedge
+    ("2 or 3", "NONE, but 4", "2 maybe"), by another number ("2 - 3", "2. 3."), or by an
+    explanation that names another allowed number as a standalone number; a list line that is
+    not a quote of its item; and, when ``truncated``, an answer the cut may have shortened
+    (numbers at the very end; any list form). Returns a failure with the reason otherwise.
     """
     problem = _check_text(text)
     if problem:
         return ParseResult.failure(problem)
     if not isinstance(label, str) or not label:
         return ParseResult.failure("no label was given")
-    body = text.strip()
-    if len(body) > MAX_SELECTION_CHARS:
-        return ParseResult.failure(f"the reply is longer than {MAX_SELECTION_CHARS} characters")
-    if len(body.splitlines()) > 1:  # every Unicode line boundary: \v \f \x1c-\x1e \x85 \u2028 \u2029 too
-        return ParseResult.failure("the reply must be a single line")
-    head, colon, rest = body.partition(":")
-    if not colon or head.strip().upper() != label.upper():
-        return ParseResult.failure(f"the reply must start with '{label}:'")
-    rest = rest.strip()
-    if rest.endswith("."):
-        rest = rest[:-1].strip()
-    if rest.upper() in NONE_WORDS:
-        return ParseResult.success(())
-    tokens = [token for token in _SEPARATORS.split(rest) if token]
-    if not tokens:
-        return ParseResult.failure("the reply names no number and not NONE")
-    if len(tokens) > max_count:
-        return ParseResult.failure(f"the reply names {len(tokens)} numbers, at most {max_count} are allowed")
-    numbers = []
-    for token in tokens:
-        if not _INTEGER.fullmatch(token):
-            return ParseResult.failure(f"{token[:MAX_TOKEN_CHARS]!r} is not a whole number")
-        numbers.append(int(token))
     try:
         permitted = {int(x) for x in allowed}
     except (TypeError, ValueError):
         return ParseResult.failure("the allowed numbers are not integers")
-    if any(n not in permitted for n in numbers):
-        return ParseResult.failure(f"the reply names numbers outside the list: {numbers}")
-    if len(set(numbers)) != len(numbers):
-        return ParseResult.failure("the reply repeats a number")
-    return ParseResult.success(tuple(numbers))
+    try:
+        texts = {int(k): str(v) for k, v in dict(options).items()} if options is not None else None
+    except (TypeError, ValueError):
+        return ParseResult.failure("the offered texts are not a mapping from numbers to text")
+    if not isinstance(max_count, int) or isinstance(max_count, bool):
+        return ParseResult.failure("the largest count is not an integer")
+    body = _MARKUP.sub("", text).strip()
+    if len(body) > MAX_SELECTION_CHARS:
+        return ParseResult.failure(f"the reply is longer than {MAX_SELECTION_CHARS} characters")
+    lead = _LEADING_YES_NO.match(body)
+    label_at = re.compile(rf"(?<![^\W_]){re.escape(label)}[ \t]*:", re.IGNORECASE)
+    if lead and label_at.match(body, lead.end()):
+        body = body[lead.end() :]
+    statements = list(label_at.finditer(body))
+    if not statements:
+        lines = _first_lines(body)
+        if lines and _ITEM.fullmatch(lines[0]) and texts is not None:
+            listed = _quoted_items(lines, texts, truncated)
+            return _select(listed.value, permitted, max_count) if listed.ok else listed
+        return ParseResult.failure(f"the reply must start with '{label}:'")
+    if statements[0].start() != 0:
+        return ParseResult.failure(f"the reply must start with '{label}:'")
+    answers = []
+    for statement in statements:
+        answer = _read_answer(body, statement.end())
+        if not answer.ok:
+            return answer
+        answers.append(answer.value)
+    first = answers[0]
+    if first.numbers is None:  # "LABEL:" alone on its line: a list below it, nothing else
+        if len(answers) > 1:
+            return ParseResult.failure("write a single line: the reply has more than one answer")
+        lines = _first_lines(body[first.end :])
+        if not lines:
+            return ParseResult.failure("the reply names no number and not NONE")
+        listed = _quoted_items(lines, texts, truncated)
+        return _select(listed.value, permitted, max_count) if listed.ok else listed
+    if any(a.numbers is None or set(a.numbers) != set(first.numbers) for a in answers[1:]):
+        return ParseResult.failure("write a single line: the reply gives more than one answer, and they differ")
+    ambiguous = _check_tail(body[first.end :], truncated)
+    if ambiguous:
+        return ParseResult.failure(ambiguous)
+    selected = _select(first.numbers, permitted, max_count)
+    if not selected.ok:
+        return selected
+    explanation = body[first.end :]
+    others = sorted({int(n) for n in _STANDALONE.findall(explanation)} & (permitted - set(first.numbers)))
+    if others:
+        return ParseResult.failure(f"the explanation names other numbers of the list ({others}), which is ambiguous")
+    return selected
 
 
 def _first_message(response: Any) -> ParseResult:

@@ -23,11 +23,14 @@ Two customers (option ``customer``):
   token detected anywhere in the text (the earliest one if several) and stripped. Requests
   go through :class:`envs.users.client.ChatCompletionClient` (the process's semaphore per
   endpoint, timeout per attempt, retries, circuit breaker, body cap). Any failure (no
-  reply, a malformed body, an empty text, a tool call returned as plain text, the tool-step
-  bound reached) makes that turn the offline customer's (``customer_fallback="offline"``,
-  ``source="fallback"``) or a request to repeat (``"repeat"``); device calls already made
-  in the turn stay made and are not repeated. Fallbacks are counted and logged (the first
-  of the process, then each time the process count reaches a power of two).
+  reply, a malformed body, an empty text, a tool call returned as plain text, a text that the
+  length cap ``customer_max_tokens`` cut while it was repeating itself (a run of
+  :data:`LOOP_WORDS` words :data:`LOOP_REPEATS` times or more: small models loop until the
+  cap, and the loop is no message), the tool-step bound reached) makes that turn the
+  offline customer's (``customer_fallback="offline"``, ``source="fallback"``) or a request
+  to repeat (``"repeat"``); device calls already made in the turn stay made and are not
+  repeated. Fallbacks are counted and logged (the first of the process, then each time the
+  process count reaches a power of two).
 - :class:`OfflineCustomer` (``"offline"``): deterministic rules, no network (below).
 
 Counters: :class:`CustomerStats` in ``customer.stats`` (per customer, i.e. per episode) and
@@ -705,6 +708,21 @@ class LLMCustomerConfig(ClientConfig):
         self.check_numbers(floats={"temperature": False}, integers={"max_tokens": 1, "max_tool_steps": 1})
 
 
+LOOP_WORDS = 6
+LOOP_REPEATS = 3
+
+
+def repeated_run(text: Any, words: int = LOOP_WORDS) -> int:
+    """How often the most frequent run of ``words`` consecutive words occurs in ``text`` (case and
+    punctuation aside; 0 when the text is shorter)."""
+    tokens = re.findall(r"[\w']+", text.lower()[:MAX_MESSAGE_CHARS * 4]) if isinstance(text, str) else []
+    runs: dict[tuple[str, ...], int] = {}
+    for i in range(len(tokens) - words + 1):
+        run = tuple(tokens[i : i + words])
+        runs[run] = runs.get(run, 0) + 1
+    return max(runs.values(), default=0)
+
+
 _TEXT_TOOL_CALL = re.compile(r"<tool_call>|</tool_call>|<\|python_tag\|>|\"name\"\s*:\s*\"\w+\"\s*,\s*\"(?:arguments|parameters)\"")
 
 
@@ -743,6 +761,12 @@ class LLMCustomer:
                     count(self.stats, "parse_failures")
                     hint = "serve it with --enable-auto-tool-choice --tool-call-parser (hermes for Qwen2.5)"
                     return self._fallback(message, device, made, f"the server returned a tool call as text; {hint}")
+                repeats = repeated_run(answer.text) if answer.finish_reason == "length" else 0
+                if repeats >= LOOP_REPEATS:
+                    count(self.stats, "parse_failures")
+                    loop = f"a run of {LOOP_WORDS} words {repeats} times"
+                    bound = f"customer_max_tokens={self.config.max_tokens}"
+                    return self._fallback(message, device, made, f"the reply repeats itself ({loop}) until {bound} cut it")
                 text, stop = split_stop(answer.text)
                 if not text and stop is None:
                     count(self.stats, "parse_failures")

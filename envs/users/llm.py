@@ -5,8 +5,12 @@ prompt of :mod:`envs.users.prompts` (temperature 0 by default); the client bound
 time per attempt, retries and reply size, and opens a circuit per endpoint and process when the
 server stops answering (see its module). Since a rollout must never crash or hang on the user:
 
-- a reply that is not exactly the requested one-line format, names numbers that were not
-  offered, or too many of them, is a parse failure;
+- a reply is read by :func:`envs.parsing.parse_selection`: the requested line (``FACTS: 2, 5``,
+  ``ROW: 3``, ``... NONE``), or what real models write when its meaning is unambiguous (that
+  line followed by an explanation, a bare yes/no before it, numbered lines quoting the offered
+  items word for word); a reply that is ambiguous, names numbers that were not offered, or too
+  many of them, or that the length cap (``finish_reason == "length"``) may have cut inside the
+  answer, is a parse failure;
 - whenever no valid LLM answer comes back, the reply falls back to the offline user's
   answer (``fallback="offline"``, default) or to "Unknown" (``fallback="unknown"``),
   with ``source="fallback"`` and the reason in ``error``; the fallback is counted and
@@ -71,7 +75,8 @@ class LLMUser(SimulatedUser):
             )
         except RequestFailed as failure:
             return self._fallback(request, str(failure))
-        parsed = parse_selection(answer.text, label, choices, max_count)
+        truncated = answer.finish_reason == "length"
+        parsed = parse_selection(answer.text, label, choices, max_count, prompts.choice_texts(request), truncated)
         if not parsed.ok:
             count(self.stats, "parse_failures")
             return self._fallback(request, f"unparseable reply ({parsed.error}): {answer.text[:80]!r}")

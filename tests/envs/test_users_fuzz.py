@@ -14,8 +14,10 @@ from envs.users import FactRequest, OfflineUser, RowRequest
 FRAGMENTS = [
     "FACTS", "facts", "ROW", "row", ":", "::", "NONE", "none", "Unknown", ",", " ", "\n", "\r", "\t", ".", "..",
     "0", "1", "2", "3", "10", "-1", "1.5", "1e3", "٣", "，", "\x00", "é", "😀", "\u202e", "\ud800", "?", "<interact>",
-    "</interact>", "fever", "fan", "is", "the", "99999999999", "0" * 40,
+    "</interact>", "fever", "fan", "is", "the", "99999999999", "0" * 40, "Yes", "no", "because", "or", "and", "**", "`",
+    "-", "(", ")", "1.", "2)", "She has a fever.", "Is the fan on?", "FACTS:\n", "ROW: 1\n", "\u2028",
 ]  # fmt: skip
+OPTIONS = {1: "She has a fever.", 2: "Is the fan on?", 3: "fan"}
 FUZZ_TEXT = st.one_of(
     st.text(max_size=200),
     st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3)), max_size=40).map("".join),
@@ -33,6 +35,8 @@ ADVERSARIAL = [
     None, 12, b"FACTS: 1", ["FACTS: 1"], "", " ", "FACTS", "FACTS:", "FACTS: ,", "FACTS: 1,,2", "FACTS: NONE, 1",
     "FACTS: 1 2", "FACTS 1", ": 1", "FACTS: +1", "FACTS: 1.0", "FACTS: ١", "FACTS: 1\n", "FACTS: 1\nFACTS: 2",
     "x" * (MAX_TEXT_CHARS + 1), "FACTS: " + "1, " * 5000, "\ud800", "ROW: 1\r", "FACTS:\u00a01",
+    "FACTS:\n1. She has a fever.", "1. She has a fever.\n" * 3, "Yes, FACTS: 1 or 2", "FACTS: 1 (2)", "ROW: 1\nROW:",
+    "**FACTS:** **", "No\n\nROW: 2 - Is the fan on?", "FACTS: 1." + " x" * 900, "FACTS: 1\n" + "FACTS: 1\n" * 400,
 ]  # fmt: skip
 
 
@@ -63,6 +67,9 @@ def run_all(text, allowed=(1, 2, 3), max_count=2):
     check(parse_question(text), check_question)
     for label in ("FACTS", "ROW"):
         check(parse_selection(text, label, allowed, max_count), check_selection(set(allowed), max_count))
+        for truncated in (False, True):  # with the texts offered: the list form is read too
+            result = parse_selection(text, label, allowed, max_count, OPTIONS, truncated)
+            check(result, check_selection(set(allowed), max_count))
     check(chat_completion_text(text))
     check(chat_completion_text({"choices": [{"message": {"content": text}}]}), lambda v: isinstance(v, str))
     for scores in (

@@ -94,6 +94,8 @@ async def test_scripted_answers_and_request_shape(serve):
     assert "2. She has had a fever" in prompt and "1. Patient is" not in prompt  # only open facts are offered
     assert "FACTS: NONE" in body["messages"][0]["content"]
     assert "ROW: NONE" in server.bodies[3]["messages"][0]["content"]
+    assert prompt.endswith("Reply with one line: FACTS: <fact numbers> or FACTS: NONE")  # the format, restated last
+    assert server.bodies[3]["messages"][1]["content"].endswith("Reply with one line: ROW: <row number> or ROW: NONE")
     assert u.stats.calls == 5 and u.stats.requests == 5 and u.stats.fallbacks == 0 and u.stats.retries == 0
 
 
@@ -101,7 +103,9 @@ async def test_scripted_answers_and_request_shape(serve):
     "reply",
     [
         "Sure! FACTS: 2",
-        "FACTS: 2\nbecause the fever",
+        "FACTS: 2\nFACTS: 3",  # two different answers
+        "FACTS: 2 or 3",
+        "2. She has a fever.",  # a numbered line that does not quote the fact
         "FACTS: 1",  # not offered (already revealed)
         "FACTS: 9",
         "FACTS: 2, 3, 2",
@@ -122,6 +126,45 @@ async def test_malformed_answers_fall_back_without_retry(serve, reply):
     assert out.source == "fallback" and out.ids == (1,) and out.error  # the offline answer: the fever fact
     assert (u.stats.parse_failures, u.stats.fallbacks, u.stats.retries, len(server.bodies)) == (1, 1, 0, 1)
     assert PROCESS_STATS.fallbacks == before + 1
+
+
+def with_finish(text, finish_reason):
+    return ("json", {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}]})
+
+
+@pytest.mark.parametrize(
+    "reply, request_, ids",
+    [
+        ("FACTS: 2\nbecause the fever", FACT_REQUEST, (1,)),  # was a parse failure before explanations were read
+        ("FACTS: 2 - she has had a fever for three days", FACT_REQUEST, (1,)),
+        ("FACTS: 3, 2. Both are about her.", FACT_REQUEST, (2, 1)),
+        ("2. She has had a fever for three days.", FACT_REQUEST, (1,)),  # the fact quoted under its number
+        ("2. She has had a fever for three days.\n3. She smokes one pack a day.", FACT_REQUEST, (1, 2)),
+        ("Yes, ROW: 1", ROW_REQUEST, (0,)),
+        ("ROW: 2\nNo, the vent is clear.", ROW_REQUEST, (1,)),
+        ("1. Is the fan spinning?", ROW_REQUEST, (0,)),
+        (with_finish("FACTS: 2 - she has had a fev", "length"), FACT_REQUEST, (1,)),  # cut in the explanation
+    ],
+)
+async def test_unambiguous_real_model_forms_are_read(serve, reply, request_, ids):
+    _, url = await serve(lambda n, body: reply)
+    u = user(url)
+    out = await u.reply(request_)
+    assert (out.source, out.ids, out.error) == ("llm", ids, None)
+    assert u.stats.parse_failures == 0 and u.stats.fallbacks == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["FACTS: 2, 3", "2. She has had a fever for three days.\n3. She smokes one pack a day."],
+)
+async def test_an_answer_the_length_cap_may_have_cut_falls_back(serve, text):
+    _, url = await serve(lambda n, body: with_finish(text, "length"))
+    u = user(url)
+    out = await u.reply(FACT_REQUEST)
+    assert out.source == "fallback" and "cut off" in out.error and u.stats.parse_failures == 1
+    _, url = await serve(lambda n, body: with_finish(text, "stop"))
+    assert (await user(url).reply(FACT_REQUEST)).source == "llm"  # the same text, ended by the model
 
 
 async def test_too_many_facts_is_a_parse_failure(serve):

@@ -430,6 +430,44 @@ async def test_unusable_replies_fall_back(serve, base_tasks, reply, reason):
     assert customer.stats.fallbacks == 1 and customer.stats.parse_failures + customer.stats.http_errors == 1
 
 
+def text_reply(text, finish_reason):
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}]}
+
+
+# SmolLM2-135M-Instruct as the customer, real (benchmarks/user_parse_rates.py): it loops until max_tokens
+LOOP = "I'm sorry for any misunderstanding. " + "I'm unable to send messages using my messaging app. " * 6 + "I'm unab"
+
+
+def test_repeated_run_counts_the_most_frequent_run_of_words():
+    assert cm.repeated_run(LOOP) >= 6
+    assert cm.repeated_run("I am currently in France now. I am currently in France now.") == 2
+    assert cm.repeated_run("No, I'm at home in the US; my number is 555-123-2002.") == 1
+    assert cm.repeated_run("too short") == 0 and cm.repeated_run(None) == 0 and cm.repeated_run("") == 0
+    assert cm.repeated_run("Okay. " * 3 + "Done.") == 0  # fewer than LOOP_WORDS words
+
+
+@pytest.mark.parametrize(
+    "text, finish_reason, source",
+    [
+        (LOOP, "length", "fallback"),  # a loop the cap cut: no message
+        (LOOP, "stop", "llm"),  # the model ended it itself: a (repetitive) message
+        ("I am currently in France. " + "My phone shows no bars at all, which is strange, since I was told roaming works. " * 2, "length", "llm"),
+        ("No, I'm at home. Yes, it says 4G.", "length", "llm"),  # a yes/no with an explanation, cut: still a message
+    ],
+)
+async def test_a_loop_cut_by_the_length_cap_falls_back(serve, base_tasks, text, finish_reason, source):
+    server, url = await serve(lambda n, body: text_reply(text, finish_reason))
+    customer = llm(mms_task(base_tasks), url, max_tokens=64)
+    turn = await customer.reply("Are you abroad?", FakeDevice())
+    assert turn.source == source and len(server.bodies) == 1
+    if source == "fallback":
+        assert "repeats itself" in turn.error and "customer_max_tokens=64" in turn.error
+        assert (customer.stats.parse_failures, customer.stats.fallbacks) == (1, 1)
+        assert customer.history[-1]["content"] != text  # the loop does not join the conversation
+    else:
+        assert customer.stats.parse_failures == customer.stats.fallbacks == 0
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
