@@ -63,9 +63,10 @@ def tiny_model(chat_tokenizer):
     return build_tiny_model(chat_tokenizer)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def transfer_queue():
-    """A local Ray with verl's TransferQueue, as the v1 trainer and agent-loop workers use it."""
+    """A local Ray with verl's TransferQueue, as the v1 trainer and agent-loop workers use it; per module, so that
+    no Ray outlives the module (later modules start their own, with logical GPUs: tests/ray, tests/vllm)."""
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
