@@ -18,16 +18,16 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from arew.serving.ray_service import free_port, healthy  # noqa: F401  (also vllm_kit.free_port / .healthy)
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -41,20 +41,6 @@ CPU_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
 STARTUP_LIMIT = 600.0  # seconds; a guard against a hung start, not a timing assertion
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -122,7 +108,7 @@ class VLLMServer:
 def wait_healthy(process: subprocess.Popen, health_url: str, log_path: Path, limit: float = STARTUP_LIMIT) -> None:
     """Return once ``health_url`` answers 200; raise with the log's tail if the server exits or hangs."""
     deadline = time.monotonic() + limit
-    while not healthy(health_url):
+    while not healthy(health_url, timeout=5):
         if process.poll() is not None:
             raise RuntimeError(
                 f"vLLM server exited with status {process.returncode} before it was healthy; last log lines ({log_path}):\n{log_tail(log_path)}"

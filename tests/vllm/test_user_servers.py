@@ -222,7 +222,7 @@ class TestRayUserService:
         assert command[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]  # $PYTHON: the actor's interpreter
         assert command[command.index("--gpu-memory-utilization") + 1] == "0.9"  # the GPU defaults, accepted on the CPU
         assert "CUDA_VISIBLE_DEVICES=0" in Path(f"/proc/{server.pid}/environ").read_text().split("\0")  # Ray's logical GPU
-        assert vllm_kit.healthy(server.url.removesuffix("/v1") + "/health") and vllm_kit.served_models(server.url) == [server.model]
+        assert vllm_kit.healthy(server.url.removesuffix("/v1") + "/health", timeout=5) and vllm_kit.served_models(server.url) == [server.model]
         client = ChatCompletionClient(ClientConfig(url=server.url, model=server.model, timeout=120.0, max_retries=0))
         reply = await client.complete([{"role": "user", "content": "Is the fan spinning?"}], temperature=0.0, max_tokens=16)
         assert reply.text == ROW_REPLY and reply.finish_reason == "stop"
