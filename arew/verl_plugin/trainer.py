@@ -85,6 +85,7 @@ def validate_arew_setup(config) -> None:
     actor = config.actor_rollout_ref.actor
     check_batch_layout(config.data.train_batch_size, actor.ppo_mini_batch_size, rollout.n, gpus, actor.get("use_dynamic_bsz", False))
     ServiceSettings.from_config(config.get(USER_SERVICE_SECTION))
+    poll_interval(config.trainer.v1.sampler)
     RolloutSettings.from_config(config.get(ROLLOUTS_SECTION))
     if rollout_gpus > gpus:
         raise ValueError(
@@ -113,6 +114,13 @@ def validate_arew_setup(config) -> None:
     if base == "gae" and not config.critic.get("enable"):
         raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
     resolve_direction(arew_config.quality.direction, base, gae_discount(algorithm))
+
+
+def poll_interval(sampler) -> float:
+    value = sampler.get("poll_interval", 2.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"trainer.v1.sampler.poll_interval: seconds between replay-buffer checks, a positive number; got {value!r}")
+    return float(value)
 
 
 def check_vllm_on_cpu(rollout) -> None:
@@ -226,7 +234,10 @@ class AReWTrainer(PPOTrainerSync):
     def _build_replay_buffer(self):
         # verl keys replay-buffer, checkpoint and refill behaviour on the literal "sync" mode.
         self.trainer_mode = "sync"
-        return super()._build_replay_buffer()
+        buffer = super()._build_replay_buffer()
+        # verl's ReplayBuffer takes poll_interval but _build_replay_buffer never passes one (fixed 2.0 s)
+        buffer.poll_interval = poll_interval(self.config.trainer.v1.sampler)
+        return buffer
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         config = parse_config(self.config.algorithm.get("arew"))

@@ -203,8 +203,17 @@ def test_start_up_validation_names_keys():
         validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "algorithm.arew.quality.direction=increment"))
     with pytest.raises(ValueError, match="algorithm.arew.quality.direction: 'increment' .* got 0.95"):
         validate_arew_setup(_compose("critic.enable=True", "algorithm.lam=0.95", "algorithm.arew.quality.direction=increment"))
+    with pytest.raises(ValueError, match="trainer.v1.sampler.poll_interval: .* got 0"):
+        validate_arew_setup(_compose("algorithm.adv_estimator=arew_grpo", "trainer.v1.sampler.poll_interval=0"))
     validate_arew_setup(_compose("algorithm.adv_estimator=arew_rloo"))  # registers the wrapper
     assert "arew_rloo" in core_algos.ADV_ESTIMATOR_REGISTRY
+
+
+def test_replay_buffer_polls_at_the_configured_interval():
+    trainer = _trainer(AReWTrainer, _compose("algorithm.adv_estimator=arew_grpo", "trainer.v1.sampler.poll_interval=0.25"))
+    trainer._add_prompts_to_generate = lambda count: None
+    buffer = trainer._build_replay_buffer()  # verl's own construction, which passes no interval
+    assert buffer.poll_interval == 0.25  # what verl's _wait_for_next_poll sleeps
 
 
 def test_wandb_goes_offline_without_credentials(tmp_path, monkeypatch):
