@@ -1,4 +1,4 @@
-"""transformers generation of one sequence: one turn's generation config and a seeded ``generate``.
+"""transformers generation: one turn's generation config and a seeded, batched ``generate``.
 
 Shared by the CPU rollout engine (:mod:`arew.verl_plugin.cpu.hf_rollout`) and ``arew eval``'s
 local model (:mod:`arew.eval.local`), so that both sample the same way.
@@ -42,20 +42,45 @@ def generation_config(
     )
 
 
-def generate_seeded(model, tokenizer, prompt_ids: list[int], config, seed: int | None):
-    """``generate`` for one prompt, replayable given ``seed`` (``None``: a fresh random one).
+def generate_batch(model, tokenizer, prompts: list[list[int]], config, seed: int | None, budgets: Sequence[int] | None = None):
+    """``generate`` for several prompts at once, replayable given ``seed`` (``None``: a fresh random one).
+
+    The prompts are left-padded into one batch. Each row is cut where it ended on its own: after its
+    first end-of-sequence token or stop string, or at its budget of new tokens (``budgets``, default
+    ``config.max_new_tokens`` each). Returns each row's new tokens and, when ``config`` asks for
+    logits (``output_logits``), their logits (tokens x vocabulary), else ``None`` per row.
 
     The seed is torch's global one: the caller holds a lock so that no other generation
     draws from it or reseeds it meanwhile."""
+    from transformers import StopStringCriteria
+
+    eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
+    pad = config.pad_token_id if config.pad_token_id is not None else eos[0]
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention_mask[row, width - len(prompt) :] = 1
     with torch.inference_mode():
         if seed is None:
             torch.seed()
         else:
             torch.manual_seed(seed)
-        inputs = torch.tensor([prompt_ids], dtype=torch.long, device=model.device)
-        return model.generate(
-            input_ids=inputs,
-            attention_mask=torch.ones_like(inputs),
+        out = model.generate(
+            input_ids=input_ids.to(model.device),
+            attention_mask=attention_mask.to(model.device),
             generation_config=config,
             tokenizer=tokenizer,  # stop strings are matched on text
         )
+    sequences = out.sequences if hasattr(out, "sequences") else out
+    new = sequences[:, width:].cpu()
+    ended = torch.isin(new, torch.tensor([token for token in eos if token is not None], dtype=torch.long))
+    if config.stop_strings:
+        # generate's own test, on every prefix: after which new token each row's text first ends in a stop string
+        stop = StopStringCriteria(tokenizer, config.stop_strings)
+        ended |= torch.stack([stop(sequences[:, : width + t + 1], None) for t in range(new.shape[1])], dim=1).cpu()
+    first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, new.shape[1])
+    lengths = torch.minimum(first_end, torch.tensor(list(budgets or [new.shape[1]] * len(prompts)))).tolist()
+    logits = torch.stack(out.logits, dim=1).cpu() if getattr(out, "logits", None) else None
+    return [new[row, :n] for row, n in enumerate(lengths)], [None if logits is None else logits[row, :n] for row, n in enumerate(lengths)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from arew.eval.model import Completion, GenerationError, GenerationParams
-from arew.hf_generation import generate_seeded, generation_config
+from arew.hf_generation import generate_batch, generation_config
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 FSDP_SHARDS = "model_world_size_*_rank_*.pt"
@@ -100,10 +100,10 @@ class LocalModel:
         )  # fmt: skip
         try:
             with GENERATION_LOCK:
-                sequences = generate_seeded(self.model, self.tokenizer, prompt, config, params.seed)
+                [new_tokens], _ = generate_batch(self.model, self.tokenizer, [prompt], config, params.seed)
         except RuntimeError as error:  # e.g. out of GPU memory
             raise GenerationError(f"{self.name}: generation failed: {error}") from error
-        tokens = sequences[0, len(prompt) :].tolist()
+        tokens = new_tokens.tolist()
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         ends = [text.find(stop) + len(stop) for stop in params.stop if stop in text]
         if ends:

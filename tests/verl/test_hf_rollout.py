@@ -92,3 +92,70 @@ async def test_a_scripted_model_answers_every_turn_with_its_reply_through_the_se
         assert tokenizer.decode(out.token_ids) == reply
     with pytest.raises(ValueError, match="two successors"):
         build_scripted_model(tokenizer, "Do you? Do you have?")
+
+
+def _prompts(server, n):
+    texts = ["compare items", "compare items with a trade-off and a budget", "a trade-off", "items with a budget of two"]
+    return [
+        server.tokenizer.apply_chat_template([{"role": "user", "content": texts[i % len(texts)]}], add_generation_prompt=True, tokenize=True, return_dict=False)
+        for i in range(n)
+    ]
+
+
+async def test_waiting_requests_are_generated_together_each_row_on_its_own_prompt(tiny_model_dir):
+    import asyncio
+
+    server = HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=8)
+    prompts = _prompts(server, 6)
+    assert len({len(p) for p in prompts}) > 1  # rows of different lengths share one left-padded batch
+    budgets = [3, 12, 7, 12, 1, 9]
+    outs = await asyncio.gather(*[
+        server.generate(p, {"temperature": 0.8, "max_tokens": b, "logprobs": True}, f"b{i}") for i, (p, b) in enumerate(zip(prompts, budgets))
+    ])  # fmt: skip
+    stats = await server.stats()
+    assert stats["requests"] == 6 and stats["largest_batch"] > 1 and stats["batches"] < 6
+    for prompt, budget, out in zip(prompts, budgets, outs):
+        assert 1 <= len(out.token_ids) <= budget and len(out.log_probs) == len(out.token_ids)
+        # the padding and the other rows change nothing: log-probs are the model's on this prompt alone
+        assert torch.allclose(torch.tensor(out.log_probs), _log_probs(server.model, prompt, out.token_ids, 0.8), atol=1e-4)
+
+
+async def test_a_batch_cuts_each_row_at_its_own_stop_and_keeps_settings_apart(tiny_model_dir):
+    import asyncio
+
+    server = HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=8)
+    prompts = _prompts(server, 4)
+    free = await asyncio.gather(*[server.generate(p, {"temperature": 0, "max_tokens": 30}, f"f{i}") for i, p in enumerate(prompts)])
+    texts = [server.tokenizer.decode(out.token_ids) for out in free]
+    stop = texts[1][3:5]  # produced by one greedy row, perhaps not by the others
+    stopped = await asyncio.gather(*[server.generate(p, {"temperature": 0, "max_tokens": 30, "stop": [stop]}, f"s{i}") for i, p in enumerate(prompts)])
+    for text, full, out in zip(texts, free, stopped):
+        if stop in text:
+            cut = server.tokenizer.decode(out.token_ids)
+            assert cut.endswith(stop) or stop in cut[-len(stop) - 8 :]
+            assert len(out.token_ids) < len(full.token_ids) and full.token_ids[: len(out.token_ids)] == out.token_ids
+        else:
+            assert out.token_ids == full.token_ids  # greedy rows are the same whatever shares their batch
+    mixed = await asyncio.gather(
+        server.generate(prompts[0], {"temperature": 0, "max_tokens": 4}, "g"),
+        server.generate(prompts[0], {"temperature": 1.0, "max_tokens": 4, "logprobs": True}, "t"),
+    )
+    assert mixed[0].token_ids == free[0].token_ids[:4]  # greedy, not sampled with the other request's temperature
+
+
+async def test_one_request_at_a_time_under_full_determinism_and_bad_prompts_fail_alone(tiny_model_dir):
+    import asyncio
+
+    server = HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=1)
+    prompts = _prompts(server, 3)
+    results = await asyncio.gather(
+        *[server.generate(p, {"temperature": 1.0, "max_tokens": 6}, f"d{i}") for i, p in enumerate(prompts)],
+        server.generate([1] * 4096, {"max_tokens": 4}, "long"),
+        return_exceptions=True,
+    )
+    assert isinstance(results[-1], ValueError) and all(len(r.token_ids) >= 1 for r in results[:-1])
+    assert (await server.stats())["largest_batch"] == 1
+    alone = await server.generate(prompts[1], {"temperature": 1.0, "max_tokens": 6}, "d1")
+    assert alone.token_ids == results[1].token_ids  # seeded per request: the same reply whatever ran around it
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=0)

@@ -5,10 +5,12 @@ fits the same three places verl plugs a backend into:
 
 - :class:`HFRolloutServer`, a Ray actor holding a copy of the policy. Agent loops call its
   ``generate`` through verl's ``LLMServerClient`` and get a ``TokenOutput`` (token ids, the
-  sampled tokens' log-probs under the sampling temperature, ``global_steps``). Requests are
-  served one at a time, each seeded from (rollout seed, request id, prompt length): with
-  ``rollout.full_determinism=True`` verl passes the agent loop's stable request ids through and
-  a run replays exactly; otherwise verl sends a fresh id per turn.
+  sampled tokens' log-probs under the sampling temperature, ``global_steps``). The requests
+  waiting when the model frees up are generated together, one left-padded batch per set of
+  sampling settings (up to ``rollout.max_num_seqs``), so throughput grows with the agent loops'
+  concurrency. A batch of one is seeded from (rollout seed, request id, prompt length); with
+  ``rollout.full_determinism=True`` every request is its own batch, verl passes the agent loop's
+  stable request ids through, and a run replays exactly.
 - :class:`HFReplica`, the ``RolloutReplica`` that starts one server per replica, on the node of
   the training worker it belongs to.
 - :class:`HFServerAdapter`, the ``BaseRollout`` inside the training worker: on every weight sync
@@ -26,6 +28,7 @@ import logging
 import os
 import threading
 import zlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -35,7 +38,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from arew.hf_generation import generate_seeded, generation_config
+from arew.hf_generation import generate_batch, generation_config
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -52,11 +55,35 @@ def server_actor_name(replica_rank: int) -> str:
     return f"{BACKEND_NAME}_server_{replica_rank}"
 
 
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: dict[str, Any]
+    request_id: str
+    done: asyncio.Future
+    # what must agree for requests to share one generate call (everything but the token budget)
+    batch_key: tuple = field(init=False)
+
+    def __post_init__(self):
+        params = self.params
+        self.batch_key = (
+            float(params.get("temperature", 1.0)), float(params.get("top_p", 1.0)), int(params.get("top_k") or 0),
+            float(params.get("repetition_penalty", 1.0)), tuple(params.get("stop") or ()),
+        )  # fmt: skip
+
+
 class HFRolloutServer:
     """One policy copy that generates token-in, token-out; its weights follow the actor's."""
 
     def __init__(
-        self, model_path: str, tokenizer_path: str, trust_remote_code: bool, max_model_len: int, response_length: int, seed: int
+        self,
+        model_path: str,
+        tokenizer_path: str,
+        trust_remote_code: bool,
+        max_model_len: int,
+        response_length: int,
+        seed: int,
+        max_batch: int = 1,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,30 +94,32 @@ class HFRolloutServer:
         self.max_model_len = max_model_len
         self.response_length = response_length
         self.seed = seed
+        if max_batch < 1:
+            raise ValueError(f"actor_rollout_ref.rollout.max_num_seqs: the hf rollout batches up to this many requests; must be >= 1, got {max_batch}")
+        self.max_batch = max_batch
         self.global_steps: int | None = None
         self.requests = 0
+        self.batches = 0
+        self.largest_batch = 0
+        self._waiting: list[_Request] = []
+        self._wake: asyncio.Event | None = None  # made on the actor's event loop, at the first request
         self.weight_loads = 0
         own = self.model.state_dict()
         # tied parameters (one storage under several names): a sync may send either name
         self._tied = {n for n, p in own.items() if any(p.data_ptr() == q.data_ptr() for m, q in own.items() if m != n)}
-        self._lock = threading.Lock()  # one generation at a time, and never during a weight load
+        self._lock = threading.Lock()  # one generate call at a time, and never during a weight load
         self._warned_keys: set[str] = set()
 
-    def _sampling(self, prompt_len: int, params: dict[str, Any]) -> tuple[GenerationConfig, float]:
+    def _sampling(self, room: int, params: dict[str, Any]) -> GenerationConfig:
         unknown = set(params) - SUPPORTED_SAMPLING_KEYS - self._warned_keys
         if unknown:
             logger.warning("hf rollout ignores sampling parameters %s", sorted(unknown))
             self._warned_keys |= unknown
-        room = self.max_model_len - prompt_len
-        if room < 1:
-            raise ValueError(f"hf rollout: prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
-        max_tokens = params.get("max_tokens", params.get("max_new_tokens")) or self.response_length
-        temperature = float(params.get("temperature", 1.0))
-        config = generation_config(
+        return generation_config(
             self.model,
             self.tokenizer,
-            max_new_tokens=max(1, min(int(max_tokens), room)),
-            temperature=temperature,
+            max_new_tokens=room,
+            temperature=float(params.get("temperature", 1.0)),
             top_p=float(params.get("top_p", 1.0)),
             top_k=int(params.get("top_k") or 0),
             repetition_penalty=float(params.get("repetition_penalty", 1.0)),
@@ -98,28 +127,75 @@ class HFRolloutServer:
             return_dict_in_generate=True,
             output_logits=True,
         )
-        return config, (temperature if temperature > 0 else 1.0)
 
-    def _generate(self, prompt_ids: list[int], params: dict[str, Any], request_id: str) -> tuple[list[int], list[float]]:
-        config, temperature = self._sampling(len(prompt_ids), params)
+    def _budget(self, prompt_len: int, params: dict[str, Any]) -> int:
+        """New tokens this request may have: its max_tokens within what max_model_len leaves."""
+        room = self.max_model_len - prompt_len
+        if room < 1:
+            raise ValueError(f"hf rollout: prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
+        return max(1, min(int(params.get("max_tokens", params.get("max_new_tokens")) or self.response_length), room))
+
+    def _generate(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
+        budgets = [self._budget(len(r.prompt_ids), r.params) for r in batch]
+        config = self._sampling(max(budgets), batch[0].params)
+        if len(batch) == 1:
+            seed = zlib.crc32(f"{self.seed}:{batch[0].request_id}:{len(batch[0].prompt_ids)}".encode())
+        else:
+            seed = zlib.crc32(f"{self.seed}:{':'.join(r.request_id for r in batch)}".encode())
         with self._lock:
-            self.requests += 1
-            seed = zlib.crc32(f"{self.seed}:{request_id}:{len(prompt_ids)}".encode())
-            out = generate_seeded(self.model, self.tokenizer, prompt_ids, config, seed)
-        tokens = out.sequences[0, len(prompt_ids) :]
-        logits = torch.stack(out.logits, dim=1)[0, : tokens.shape[0]].float() / temperature
-        log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[:, None]).squeeze(-1)
-        return tokens.tolist(), log_probs.tolist()
+            self.requests += len(batch)
+            self.batches += 1
+            self.largest_batch = max(self.largest_batch, len(batch))
+            tokens, logits = generate_batch(self.model, self.tokenizer, [r.prompt_ids for r in batch], config, seed, budgets)
+        temperature = float(batch[0].params.get("temperature", 1.0)) or 1.0
+        results = []
+        for row_tokens, row_logits in zip(tokens, logits):
+            log_probs = torch.log_softmax(row_logits.float() / temperature, dim=-1).gather(-1, row_tokens[:, None]).squeeze(-1)
+            results.append((row_tokens.tolist(), log_probs.tolist()))
+        return results
+
+    def _next_batch(self) -> list[_Request]:
+        """The oldest waiting request and every other waiting one with its sampling settings, up to max_batch."""
+        key = self._waiting[0].batch_key
+        batch = [r for r in self._waiting if r.batch_key == key][: self.max_batch]
+        taken = {id(r) for r in batch}
+        self._waiting = [r for r in self._waiting if id(r) not in taken]
+        return batch
+
+    async def _serve(self) -> None:
+        """Runs for the actor's lifetime: generates what is waiting, in batches, one generate call at a time."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._waiting:
+                batch = self._next_batch()
+                try:
+                    results = await asyncio.to_thread(self._generate, batch)
+                except Exception as error:  # each caller gets the failure; the server goes on
+                    for request in batch:
+                        if not request.done.done():
+                            request.done.set_exception(error)
+                    continue
+                for request, result in zip(batch, results):
+                    if not request.done.done():
+                        request.done.set_result(result)
 
     async def generate(self, prompt_ids, sampling_params: dict[str, Any], request_id: str, **kwargs) -> TokenOutput:
         if any(kwargs.get(key) is not None for key in ("image_data", "video_data", "audio_data")):
             raise ValueError("actor_rollout_ref.rollout.name=hf: the hf rollout takes text only, no multi-modal inputs; use vllm or sglang")
         params = dict(sampling_params)
-        want_log_probs = bool(params.get("logprobs", False))
-        tokens, log_probs = await asyncio.to_thread(self._generate, [int(t) for t in prompt_ids], params, str(request_id))
+        prompt = [int(t) for t in prompt_ids]
+        self._budget(len(prompt), params)  # a prompt without room fails its own request, not a batch
+        if self._wake is None:
+            self._wake = asyncio.Event()
+            self._server_task = asyncio.get_running_loop().create_task(self._serve())
+        request = _Request(prompt, params, str(request_id), asyncio.get_running_loop().create_future())
+        self._waiting.append(request)
+        self._wake.set()
+        tokens, log_probs = await request.done
         return TokenOutput(
             token_ids=tokens,
-            log_probs=log_probs if want_log_probs else None,
+            log_probs=log_probs if params.get("logprobs", False) else None,
             stop_reason="completed",
             extra_fields={"global_steps": self.global_steps},
         )
@@ -145,7 +221,10 @@ class HFRolloutServer:
         self.global_steps = global_steps
 
     async def stats(self) -> dict[str, Any]:
-        return {"requests": self.requests, "weight_loads": self.weight_loads, "global_steps": self.global_steps}
+        return {
+            "requests": self.requests, "batches": self.batches, "largest_batch": self.largest_batch,
+            "weight_loads": self.weight_loads, "global_steps": self.global_steps,
+        }  # fmt: skip
 
     async def _nothing(self, *args, **kwargs) -> None:
         """The weights stay resident and nothing is cached between requests: memory calls have nothing to do."""
@@ -185,6 +264,7 @@ class HFReplica(RolloutReplica):
                 max_model_len=config.max_model_len or config.prompt_length + config.response_length,
                 response_length=config.response_length,
                 seed=config.seed + self.replica_rank if config.seed is not None else self.replica_rank,
+                max_batch=1 if config.full_determinism else config.max_num_seqs,
             )
         )
         await server.stats.remote()  # surfaces a failed model load here, not at the first request
