@@ -1,4 +1,5 @@
-"""Shared fixtures: the offline tokenizer and tiny model (arew.tiny_models), a local TransferQueue, a MediQ file."""
+"""Shared fixtures: loopback chat servers (fakes.py), the offline tokenizer and tiny model (arew.tiny_models), a local
+TransferQueue, a MediQ file."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from arew.tiny_models import build_chat_tokenizer, build_tiny_model
+from fakes import FakeChatServer
 
 
 def _process_alive(pid: int) -> bool:
@@ -51,6 +53,17 @@ async def chat_server():
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+@pytest.fixture
+def serve(chat_server):
+    """``server, url = await serve(script)``: a :class:`fakes.FakeChatServer` answering by ``script`` at a loopback URL."""
+
+    async def start(script):
+        server = FakeChatServer(script)
+        return server, await chat_server(server.handle)
+
+    return start
 
 
 @pytest.fixture(scope="session")

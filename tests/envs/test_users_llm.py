@@ -4,72 +4,21 @@ slow and failing answers, refused connections; retries, fallbacks and counters; 
 import asyncio
 import json
 import math
-import socket
 import time
 
 import pytest
 from aiohttp import web
 
+from arew.serving.ray_service import free_port
 from envs.flodial import FloDialEnv
 from envs.mediq import MediQEnv
 from envs.users import PROCESS_STATS, FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest, make_user
 from envs.users.prompts import messages
+from fakes import completion, delay
 
 FACTS = ("Patient is a 30-year-old woman.", "She has had a fever for three days.", "She smokes one pack a day.")
 FACT_REQUEST = FactRequest("Do you have a fever?", FACTS, (1, 2), 2)
 ROW_REQUEST = RowRequest("Is the fan spinning?", ("Is the fan spinning?", "Is the vent blocked?"), "Hot laptop.")
-
-
-def completion(text):
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
-
-
-class FakeServer:
-    """Answers POST /v1/chat/completions with ``script(n, body)`` for the n-th request (0-based):
-    a string (the reply text), an int (an HTTP status), ("sleep", seconds, text), ("raw", bytes),
-    or ("json", object)."""
-
-    def __init__(self, script):
-        self.script = script
-        self.bodies = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-
-    async def handle(self, request):
-        body = await request.json()
-        n = len(self.bodies)
-        self.bodies.append(body)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            action = self.script(n, body)
-            if isinstance(action, tuple) and action[0] == "sleep":
-                await asyncio.sleep(action[1])
-                action = action[2]
-            if isinstance(action, int):
-                return web.Response(status=action, text="error")
-            if isinstance(action, tuple) and action[0] == "raw":
-                return web.Response(body=action[1], content_type="application/json")
-            if isinstance(action, tuple) and action[0] == "json":
-                return web.json_response(action[1])
-            return web.json_response(completion(action))
-        finally:
-            self.in_flight -= 1
-
-
-@pytest.fixture
-def serve(chat_server):
-    async def start(script):
-        server = FakeServer(script)
-        return server, await chat_server(server.handle)
-
-    return start
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def user(url, **kw):
@@ -112,10 +61,10 @@ async def test_scripted_answers_and_request_shape(serve):
         "FACTS:",
         "ROW: 1",
         "",
-        ("raw", b"not json"),
-        ("json", {"choices": []}),
-        ("json", {"error": "x"}),
-        ("json", [1, 2]),
+        b"not json",
+        {"choices": []},
+        {"error": "x"},
+        [1, 2],
     ],
 )
 async def test_malformed_answers_fall_back_without_retry(serve, reply):
@@ -126,10 +75,6 @@ async def test_malformed_answers_fall_back_without_retry(serve, reply):
     assert out.source == "fallback" and out.ids == (1,) and out.error  # the offline answer: the fever fact
     assert (u.stats.parse_failures, u.stats.fallbacks, u.stats.retries, len(server.bodies)) == (1, 1, 0, 1)
     assert PROCESS_STATS.fallbacks == before + 1
-
-
-def with_finish(text, finish_reason):
-    return ("json", {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}]})
 
 
 @pytest.mark.parametrize(
@@ -143,7 +88,7 @@ def with_finish(text, finish_reason):
         ("Yes, ROW: 1", ROW_REQUEST, (0,)),
         ("ROW: 2\nNo, the vent is clear.", ROW_REQUEST, (1,)),
         ("1. Is the fan spinning?", ROW_REQUEST, (0,)),
-        (with_finish("FACTS: 2 - she has had a fev", "length"), FACT_REQUEST, (1,)),  # cut in the explanation
+        (completion("FACTS: 2 - she has had a fev", "length"), FACT_REQUEST, (1,)),  # cut in the explanation
     ],
 )
 async def test_unambiguous_real_model_forms_are_read(serve, reply, request_, ids):
@@ -159,11 +104,11 @@ async def test_unambiguous_real_model_forms_are_read(serve, reply, request_, ids
     ["FACTS: 2, 3", "2. She has had a fever for three days.\n3. She smokes one pack a day."],
 )
 async def test_an_answer_the_length_cap_may_have_cut_falls_back(serve, text):
-    _, url = await serve(lambda n, body: with_finish(text, "length"))
+    _, url = await serve(lambda n, body: completion(text, "length"))
     u = user(url)
     out = await u.reply(FACT_REQUEST)
     assert out.source == "fallback" and "cut off" in out.error and u.stats.parse_failures == 1
-    _, url = await serve(lambda n, body: with_finish(text, "stop"))
+    _, url = await serve(lambda n, body: completion(text, "stop"))
     assert (await user(url).reply(FACT_REQUEST)).source == "llm"  # the same text, ended by the model
 
 
@@ -180,7 +125,7 @@ async def test_fallback_unknown_option(serve):
 
 
 async def test_slow_server_times_out_retries_then_falls_back(serve):
-    server, url = await serve(lambda n, body: ("sleep", 0.5, "FACTS: 2"))
+    server, url = await serve(lambda n, body: delay(0.5, "FACTS: 2"))
     u = user(url, timeout=0.15, max_retries=2)
     out = await u.reply(FACT_REQUEST)
     assert out.source == "fallback" and "timed out" in out.error and out.ids == (1,)
@@ -188,7 +133,7 @@ async def test_slow_server_times_out_retries_then_falls_back(serve):
 
 
 async def test_slow_first_answer_then_fast_recovers_by_retry(serve):
-    server, url = await serve(lambda n, body: ("sleep", 0.5, "FACTS: 3") if n == 0 else "FACTS: 3")
+    server, url = await serve(lambda n, body: delay(0.5, "FACTS: 3") if n == 0 else "FACTS: 3")
     u = user(url, timeout=0.15, max_retries=1)
     out = await u.reply(FACT_REQUEST)
     assert (
@@ -225,7 +170,7 @@ async def test_http_500_forever_and_400_fall_back(serve):
 
 
 async def test_shared_semaphore_bounds_requests_in_flight(serve):
-    server, url = await serve(lambda n, body: ("sleep", 0.05, "FACTS: 2"))
+    server, url = await serve(lambda n, body: delay(0.05, "FACTS: 2"))
     users = [user(url, concurrency=2) for _ in range(8)]  # separate users, one endpoint: one shared limit
     replies = await asyncio.gather(*(u.reply(FACT_REQUEST) for u in users))
     assert all(r.source == "llm" for r in replies) and server.max_in_flight == 2
@@ -254,7 +199,7 @@ def episode_script(n, body):
     """Every failure mode in turn, then good answers; MediQ and FloDial requests are told apart by the label."""
     system = body["messages"][0]["content"]
     label = "FACTS" if "FACTS" in system else "ROW"
-    return [("sleep", 0.5, f"{label}: 1"), 500, "I think it is row 2", ("raw", b"{"), f"{label}: 2"][n % 5]
+    return [delay(0.5, f"{label}: 1"), 500, "I think it is row 2", b"{", f"{label}: 2"][n % 5]
 
 
 async def test_whole_episodes_survive_a_flaky_server(serve):
@@ -314,7 +259,7 @@ async def test_oversized_reply_is_abandoned_while_read(serve, declared):
     """A 5 MB body against a 64 KB cap: one failed attempt, no retry, the offline answer."""
     huge = json.dumps(completion("FACTS: 2" + " " * 5_000_000)).encode()
     if declared:
-        server, url = await serve(lambda n, body: ("raw", huge))
+        server, url = await serve(lambda n, body: huge)
     else:  # chunked, no Content-Length: the cap must hold while streaming
 
         async def stream(request):
@@ -431,7 +376,7 @@ TOOL_CALL_REPLY = {
 async def test_client_accepts_tool_calls_only_when_the_request_offers_tools(serve):
     from envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
 
-    server, url = await serve(lambda n, body: ("json", TOOL_CALL_REPLY))
+    server, url = await serve(lambda n, body: TOOL_CALL_REPLY)
     client = ChatCompletionClient(ClientConfig(url=url, model="m", timeout=2.0, max_retries=0))
     tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
     reply = await client.complete([{"role": "user", "content": "hi"}], tools=tools, tool_choice="auto", temperature=0.0)
@@ -542,7 +487,9 @@ async def test_replicas_share_one_concurrency_limit(replicas):
     users = [user(f"{a.url},{b.url}", concurrency=3) for _ in range(12)]  # separate users, one endpoint set
     replies = await asyncio.gather(*(u.reply(FACT_REQUEST) for u in users))
     assert all(r.source == "llm" for r in replies)
-    assert a.gauge["max"] == 3 and (a.served, b.served) == (6, 6)
+    assert a.gauge["max"] == 3 and a.served + b.served == 12
+    # the least-loaded choice keeps one of the three in flight on each replica; the exact split follows which finishes first
+    assert min(a.served, b.served) >= 3
 
 
 def test_several_urls_are_checked():

@@ -7,76 +7,16 @@ import math
 import time
 
 import pytest
-from aiohttp import web
 
 from arew.eval.endpoint import EndpointModel, EndpointStats
 from arew.eval.model import GenerationError, GenerationParams
 from envs.parsing import extract_tag
 from envs.users.client import ClientConfig
+from fakes import completion, delay
 
 STOP = ("</interact>", "</answer>")
 PARAMS = GenerationParams(max_tokens=64, temperature=0.7, top_p=0.9, stop=STOP, seed=3)
 MESSAGES = [{"role": "system", "content": "Ask or answer."}, {"role": "user", "content": "Hot laptop."}]
-
-
-def reply(text, finish_reason="stop", usage=None, **choice):
-    message = {"role": "assistant", "content": text}
-    body = {"choices": [{"index": 0, "message": message, "finish_reason": finish_reason, **choice}]}
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
-class FakeServer:
-    """Answers the n-th POST (0-based) with ``script(n)``: a dict (the JSON body) or one of the
-    answers below; keeps the bodies and headers it got and the most requests it held at once."""
-
-    def __init__(self, script):
-        self.script = script
-        self.bodies, self.headers = [], []
-        self.in_flight = self.max_in_flight = 0
-
-    async def handle(self, request):
-        self.bodies.append(await request.json())
-        self.headers.append(dict(request.headers))
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            answer = self.script(len(self.bodies) - 1)
-            return await answer() if callable(answer) else web.json_response(answer)
-        finally:
-            self.in_flight -= 1
-
-
-def status(code):
-    async def answer():
-        return web.Response(status=code, text="error")
-
-    return answer
-
-
-def raw(data):
-    async def answer():
-        return web.Response(body=data, content_type="application/json")
-
-    return answer
-
-
-def slow(seconds, body):
-    async def answer():
-        await asyncio.sleep(seconds)
-        return web.json_response(body)
-
-    return answer
-
-
-@pytest.fixture
-def serve(chat_server):
-    async def start(script):
-        server = FakeServer(script)
-        return server, await chat_server(server.handle)
-
-    return start
 
 
 def endpoint(url, **settings):
@@ -88,7 +28,7 @@ def endpoint(url, **settings):
 async def test_request_shape_key_from_env_usage_and_vllm_stop_reason(serve, monkeypatch):
     monkeypatch.setenv("AREW_TEST_KEY", "sk-test-123")
     usage = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
-    server, url = await serve(lambda n: reply("<interact>Is the fan spinning?", usage=usage, stop_reason="</interact>"))
+    server, url = await serve(lambda n, body: completion("<interact>Is the fan spinning?", usage=usage, stop_reason="</interact>"))
     model = EndpointModel.from_options(url, "m-7b", api_key_env="AREW_TEST_KEY")
     out = await model.complete(MESSAGES, PARAMS)
     assert out.text == "<interact>Is the fan spinning?</interact>" and out.finish_reason == "stop"
@@ -103,7 +43,7 @@ async def test_request_shape_key_from_env_usage_and_vllm_stop_reason(serve, monk
 
 async def test_no_seed_no_stop_and_no_key_when_the_variable_is_unset(serve, monkeypatch):
     monkeypatch.delenv("AREW_TEST_KEY", raising=False)
-    server, url = await serve(lambda n: reply("Hello.", finish_reason="length"))
+    server, url = await serve(lambda n, body: completion("Hello.", finish_reason="length"))
     model = EndpointModel.from_options(url, "m-7b", api_key_env="AREW_TEST_KEY")
     out = await model.complete(MESSAGES, GenerationParams(max_tokens=8))
     assert out.text == "Hello." and out.finish_reason == "length" and out.prompt_tokens is None
@@ -132,20 +72,20 @@ def test_a_cut_stop_string_fails_the_parser():
     ],
 )
 async def test_stop_string_is_put_back(serve, text, choice, expected):
-    _, url = await serve(lambda n: reply(text, **{"finish_reason": "stop", **choice}))
+    _, url = await serve(lambda n, body: completion(text, **{"finish_reason": "stop", **choice}))
     out = await endpoint(url).complete(MESSAGES, PARAMS)
     assert out.text == expected
 
 
 async def test_http_500_then_success_is_retried_and_counted(serve):
-    server, url = await serve(lambda n: status(500) if n == 0 else reply("<answer>1</answer>"))
+    server, url = await serve(lambda n, body: 500 if n == 0 else completion("<answer>1</answer>"))
     model = endpoint(url)
     assert (await model.complete(MESSAGES, PARAMS)).text == "<answer>1</answer>"
     assert (model.stats.http_errors, model.stats.retries, model.stats.requests, model.stats.completions) == (1, 1, 2, 1)
 
 
 async def test_slow_server_times_out_each_attempt_then_raises_in_bounded_time(serve):
-    server, url = await serve(lambda n: slow(1.0, reply("late")))
+    server, url = await serve(lambda n, body: delay(1.0, completion("late")))
     model = endpoint(url, timeout=0.2, max_retries=2, backoff=0.05)
     cfg = model.client.config
     backoffs = sum(min(cfg.max_backoff, cfg.backoff * 2**k) for k in range(cfg.max_retries))
@@ -159,10 +99,10 @@ async def test_slow_server_times_out_each_attempt_then_raises_in_bounded_time(se
 
 @pytest.mark.parametrize(
     "answer",
-    [raw(b"not json"), {"choices": []}, {"error": "overloaded"}, {"choices": [{"message": {"content": None}}]}],
+    [b"not json", {"choices": []}, {"error": "overloaded"}, {"choices": [{"message": {"content": None}}]}],
 )
 async def test_malformed_reply_raises_counted_and_not_retried(serve, answer):
-    server, url = await serve(lambda n: answer)
+    server, url = await serve(lambda n, body: answer)
     model = endpoint(url, max_retries=3)
     with pytest.raises(GenerationError, match="malformed response"):
         await model.complete(MESSAGES, PARAMS)
@@ -170,7 +110,7 @@ async def test_malformed_reply_raises_counted_and_not_retried(serve, answer):
 
 
 async def test_abnormal_finish_reason_raises(serve):
-    _, url = await serve(lambda n: reply("<interact>q", finish_reason="content_filter"))
+    _, url = await serve(lambda n, body: completion("<interact>q", finish_reason="content_filter"))
     model = endpoint(url)
     with pytest.raises(GenerationError, match="finish_reason 'content_filter'"):
         await model.complete(MESSAGES, PARAMS)
@@ -178,7 +118,7 @@ async def test_abnormal_finish_reason_raises(serve):
 
 
 async def test_open_circuit_raises_at_once_without_a_request(serve):
-    server, url = await serve(lambda n: status(503))
+    server, url = await serve(lambda n, body: 503)
     model = endpoint(url, max_retries=0, breaker_failures=2, breaker_cooldown=60)
     for _ in range(2):
         with pytest.raises(GenerationError, match="HTTP 503"):
@@ -189,7 +129,7 @@ async def test_open_circuit_raises_at_once_without_a_request(serve):
 
 
 async def test_concurrency_limit_holds_across_concurrent_episodes(serve):
-    server, url = await serve(lambda n: slow(0.05, reply("<answer>1</answer>")))
+    server, url = await serve(lambda n, body: delay(0.05, completion("<answer>1</answer>")))
     model = endpoint(url, concurrency=3)
     outs = await asyncio.gather(*(model.complete(MESSAGES, PARAMS) for _ in range(12)))
     assert len(outs) == 12 and server.max_in_flight == 3 and model.stats.completions == 12

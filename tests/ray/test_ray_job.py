@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,20 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from arew.serving.ray_service import healthy
+from arew.serving.ray_service import free_port, healthy
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+from fakes import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMIT = ROOT / "launch" / "submit_ray_job.sh"
 FAKE = ROOT / "tests" / "ray" / "fake_user_server.py"
 BIN = Path(sys.executable).parent
 JOB_TIMEOUT = 900
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _processes() -> dict[int, tuple[str, int]]:
@@ -69,9 +63,9 @@ def _cluster_processes(temp_dir: str) -> set[int]:
 def cluster(process_alive):
     temp_dir = tempfile.mkdtemp(prefix="arew-ray-")  # short: Ray's socket paths must fit in 107 bytes
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PATH": f"{BIN}:{os.environ['PATH']}"}  # a loopback-only cluster
-    dashboard = _free_port()
-    ports = ["--port", str(_free_port()), "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(_free_port()),
-             "--ray-client-server-port", str(_free_port())]  # fmt: skip
+    dashboard = free_port()
+    ports = ["--port", str(free_port()), "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(free_port()),
+             "--ray-client-server-port", str(free_port())]  # fmt: skip
     start = [str(BIN / "ray"), "start", "--head", "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1", *ports,
              "--temp-dir", temp_dir, "--num-cpus", "16", "--num-gpus", "2", "--include-dashboard=true", "--disable-usage-stats"]  # fmt: skip
     try:
@@ -180,11 +174,8 @@ def test_cancelled_job_stops_its_user_server(cluster, tmp_path, mediq_source, pr
         if submit.poll() is None:
             submit.kill()
     assert submit.returncode == 1 and f"job {job_id} STOPPED" in stderr
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (process_alive(pid) or _user_groups(cluster, list_placement_groups).get(group, "REMOVED") != "REMOVED"):
-        time.sleep(0.5)
-    assert not process_alive(pid)  # the server died with its actor
-    assert _user_groups(cluster, list_placement_groups).get(group, "REMOVED") == "REMOVED"  # its GPU is free again
+    wait_until(lambda: not process_alive(pid), "the server to die with its actor")
+    wait_until(lambda: _user_groups(cluster, list_placement_groups).get(group, "REMOVED") == "REMOVED", "its placement group to be removed (its GPU free again)")
 
 
 def _user_groups(cluster: dict, list_placement_groups) -> dict[str, str]:

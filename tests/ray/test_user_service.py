@@ -7,7 +7,6 @@ import math
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from ray.util.placement_group import PlacementGroup
 
 from arew.serving.ray_service import UserService, healthy, start_user_service
 from arew.serving.spec import SECTION, ServiceSettings, check_batch_layout, check_gpu_budget, llm_user_options
+from fakes import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this test module
@@ -27,17 +27,6 @@ BASE = OmegaConf.load(ROOT / "configs" / "base" / "arew.yaml")
 
 def fake_command(folder: Path) -> str:
     return f"FAKE_USER_DIR={folder} exec {sys.executable} {FAKE}"
-
-
-def wait_for(predicate, what: str, limit: float = 60.0):
-    """Poll until ``predicate()`` is truthy (a generous limit only against hangs; nothing is timed)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -60,16 +49,16 @@ def test_dead_server_is_restarted_on_the_same_url_and_counted(local_ray, tmp_pat
         first = status["pid"]
         assert status["alive"] and status["restarts"] == 0 and service.metrics()["user_service/restarts"] == 0
         os.kill(first, signal.SIGKILL)  # the server dies mid-run
-        status = wait_for(lambda: next((s for s in service.status() if s["restarts"] == 1 and s["alive"]), None), "a restart")
+        status = wait_until(lambda: next((s for s in service.status() if s["restarts"] == 1 and s["alive"]), None), "a restart")
         assert status["pid"] != first and status["url"] == url and status["failed"] is None
-        wait_for(lambda: healthy(url[: -len("/v1")] + "/health"), "health after the restart")
+        wait_until(lambda: healthy(url[: -len("/v1")] + "/health"), "health after the restart")
         assert service.metrics() == {"user_service/restarts": 1.0, "user_service/replicas_up": 1.0}
         pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
         assert pids == [first, status["pid"]]
     finally:
         service.stop()
     assert not process_alive(pids[-1])
-    wait_for(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
+    wait_until(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
 
 
 def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_path, process_alive):
@@ -80,7 +69,7 @@ def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_pa
         assert ray.available_resources().get("GPU", 0) == 0  # a bundle of tensor_parallel_size=1 GPU each
         first = service.status()
         os.kill(first[0]["pid"], signal.SIGKILL)  # replica 0's server dies; replica 1 is left alone
-        wait_for(lambda: service.status()[0]["restarts"] == 1 and service.status()[0]["alive"], "replica 0's restart")
+        wait_until(lambda: service.status()[0]["restarts"] == 1 and service.status()[0]["alive"], "replica 0's restart")
         after = service.status()
         assert after[0]["url"] == urls[0] and after[0]["pid"] != first[0]["pid"]
         assert after[1] == first[1]  # same pid, no restart
@@ -88,7 +77,7 @@ def test_two_replicas_each_on_its_gpu_and_port_restarted_alone(local_ray, tmp_pa
     finally:
         service.stop()
     assert not any(process_alive(s["pid"]) for s in after)
-    wait_for(lambda: ray.available_resources().get("GPU") == 2, "both bundles to be released")
+    wait_until(lambda: ray.available_resources().get("GPU") == 2, "both bundles to be released")
 
 
 def test_restarts_stop_at_max_restarts(local_ray, tmp_path):
@@ -96,7 +85,7 @@ def test_restarts_stop_at_max_restarts(local_ray, tmp_path):
     service.start()
     try:
         os.kill(service.status()[0]["pid"], signal.SIGKILL)
-        status = wait_for(lambda: next((s for s in service.status() if s["failed"]), None), "the failure to be reported")
+        status = wait_until(lambda: next((s for s in service.status() if s["failed"]), None), "the failure to be reported")
         assert status["restarts"] == 0 and "max_restarts=0" in status["failed"] and not status["alive"]
         assert service.metrics()["user_service/replicas_up"] == 0
     finally:
@@ -108,7 +97,7 @@ def test_a_server_that_exits_at_start_fails_with_its_log(local_ray, tmp_path):
     with pytest.raises(ray.exceptions.RayTaskError, match="exited with status 3 before it was healthy(.|\n)*model not found"):
         service.start()
     service.stop()
-    wait_for(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
+    wait_until(lambda: ray.available_resources().get("GPU") == 2, "the placement group to be removed")
 
 
 @ray.remote(num_cpus=0.1)
@@ -126,12 +115,12 @@ def test_server_dies_with_its_owner(local_ray, tmp_path, process_alive):
     pid = ray.get(owner.start.remote(str(tmp_path)))
     assert process_alive(pid)
     ray.kill(owner)  # no stop(): Ray kills the owner's actors, the server goes with its actor
-    wait_for(lambda: not process_alive(pid), "the server to die with its actor")
+    wait_until(lambda: not process_alive(pid), "the server to die with its actor")
     # the placement group belongs to the job: Ray removes it when the job ends; this one goes on
     for group_id, group in ray.util.placement_group_table().items():
         if group["name"].startswith("arew_user_service") and group["state"] == "CREATED":
             ray.util.remove_placement_group(PlacementGroup(PlacementGroupID(bytes.fromhex(group_id))))
-    wait_for(lambda: ray.available_resources().get("GPU") == 2, "the GPU to be released")
+    wait_until(lambda: ray.available_resources().get("GPU") == 2, "the GPU to be released")
 
 
 def _config(task_options: dict, gpus_per_node: int, **service) -> OmegaConf:

@@ -31,22 +31,9 @@ from arew.verl_plugin.trainer import AReWTrainer
 from envs.preference.data import build_rows
 from envs.preference.env import PreferenceEnv
 from envs.registry import make_env
+from fakes import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class ScriptedServer:
-    """Answers each generate call with the next scripted text (plus end-of-turn), like a policy would."""
-
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.calls = tokenizer, list(texts), []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        self.calls.append({"prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params)})
-        text = self.texts.pop(0)
-        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        ids = ids[: sampling_params["max_tokens"]]
-        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
 
 
 class TinyModelServer:

@@ -6,11 +6,11 @@ import pytest
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
 from arew.verl_plugin.agent_loop import CritiqueAgentLoop
 from envs.registry import make_env
+from fakes import ScriptedServer
 
 MEDIQ = {
     "task": "mediq", "split": "train", "index": 0, "seed": 11, "max_turns": 8,
@@ -31,16 +31,6 @@ FLODIAL = {
     "table_questions": ["Is the fan spinning?", "Is the air vent blocked by dust?"],
     "table_answers": ["Yes", "Yes"],
 }
-
-
-class ScriptedServer:
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.prompts = tokenizer, list(texts), []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        self.prompts.append(self.tokenizer.decode(prompt_ids))
-        ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        return TokenOutput(token_ids=ids, log_probs=[-0.2] * len(ids))
 
 
 def _loop(tokenizer, server):

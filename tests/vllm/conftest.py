@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from arew.serving.ray_service import free_port, healthy  # noqa: F401  (also vllm_kit.free_port / .healthy)
+from fakes import log_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -41,13 +42,6 @@ CPU_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
 STARTUP_LIMIT = 600.0  # seconds; a guard against a hung start, not a timing assertion
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def group_members(pgid: int) -> list[int]:
@@ -64,17 +58,6 @@ def group_members(pgid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
-
-
-def wait_until(predicate, what: str, limit: float = 120.0, log: Path | None = None):
-    """Poll until ``predicate()`` is truthy; a generous limit only against hangs."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"gave up waiting for {what} after {limit:g} s" + (f"; last log lines ({log}):\n{log_tail(log)}" if log else ""))
 
 
 def kill_group(pgid: int, grace: float = 30.0) -> None:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes import ScriptedServer, log_tail, wait_until
+
 pytestmark = pytest.mark.vllm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +65,7 @@ USER_LIMITS = {"user_timeout": 120.0, "user_max_retries": 0}
 
 @pytest.fixture(scope="session")
 def loop_helpers(vllm_kit):
-    """The MediQ / FloDial cases and the scripted policy of the agent-loop tests (tests/verl/test_agent_loop_users.py)."""
+    """The MediQ / FloDial cases and the loop of the agent-loop tests (tests/verl/test_agent_loop_users.py)."""
     return vllm_kit.load_test_module("tests/verl/test_agent_loop_users.py")
 
 
@@ -74,7 +76,7 @@ def play_episode(loop_helpers, chat_tokenizer):
     from envs.registry import make_env
 
     async def play(row, texts, env_options):
-        policy = loop_helpers.ScriptedServer(chat_tokenizer, texts)
+        policy = ScriptedServer(chat_tokenizer, texts)
         loop = loop_helpers._loop(chat_tokenizer, policy)
         loop.settings = type(loop.settings)(**{**loop.settings.__dict__, "env_options": dict(env_options)})
         env = make_env(row["task"], row, row["seed"])
@@ -111,12 +113,12 @@ def launched(vllm_kit, scripted_model_dir, tmp_path_factory):
     log = run_dir / "user_server" / "server.log"
     try:
         out, err = script.communicate(timeout=vllm_kit.STARTUP_LIMIT + 60)
-        assert script.returncode == 0, f"launch/user_server.sh failed ({script.returncode}):\n{err}\n{vllm_kit.log_tail(log)}"
+        assert script.returncode == 0, f"launch/user_server.sh failed ({script.returncode}):\n{err}\n{log_tail(log)}"
         pid = int((run_dir / "user_server" / "server.pid").read_text())
         yield vllm_kit.VLLMServer(out.strip().splitlines()[-1], str(model), pid, log), port, err
         # stopped as a user would: kill $(cat runs/user_server/server.pid); vLLM's engine processes must go with it
         os.kill(pid, signal.SIGTERM)
-        vllm_kit.wait_until(lambda: not vllm_kit.group_members(group), "the server and its engine to exit after SIGTERM to its PID", 300, log)
+        wait_until(lambda: not vllm_kit.group_members(group), "the server and its engine to exit after SIGTERM to its PID", 300, log=log)
     finally:
         if script.poll() is None:
             script.kill()
@@ -202,8 +204,8 @@ def ray_service(vllm_kit, scripted_model_dir, tmp_path_factory):
         server = vllm_kit.VLLMServer(service.urls[0], str(model), status["pid"], Path(status["log"]))
         yield server, service, config
         service.stop()  # waits for the API server; its engine processes, signalled with it, exit just after
-        vllm_kit.wait_until(lambda: not vllm_kit.group_members(server.pid), "vLLM's processes to exit after the service stopped", 300)
-        vllm_kit.wait_until(lambda: ray.available_resources().get("GPU") == 1, "the service's GPU to be released")
+        wait_until(lambda: not vllm_kit.group_members(server.pid), "vLLM's processes to exit after the service stopped", 300)
+        wait_until(lambda: ray.available_resources().get("GPU") == 1, "the service's GPU to be released")
     finally:
         if service is not None:
             service.stop()

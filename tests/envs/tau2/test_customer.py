@@ -6,16 +6,14 @@ done by a scripted agent, stops, determinism, fuzz)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("aiohttp")
-from aiohttp import web  # noqa: E402
 
+from arew.serving.ray_service import free_port  # noqa: E402
 from envs.parsing import chat_completion_message, chat_completion_text  # noqa: E402
 from envs.tau2 import customer as cm  # noqa: E402
 from envs.tau2.customer import (  # noqa: E402
@@ -34,6 +32,7 @@ from envs.tau2.customer import (  # noqa: E402
     split_stop,
 )
 from envs.tau2.runtime import ToolCall, new_environment, runtime  # noqa: E402
+from fakes import completion, delay  # noqa: E402
 
 # the share of base tasks whose expected user actions the offline customer performs for a scripted
 # agent (measured: 114/114 with both phrasings); a floor, so that rule changes that lose tasks fail
@@ -295,45 +294,6 @@ def test_chat_completion_message_never_raises(obj):
 
 
 # ---- the LLM customer against a loopback server ------------------------------------------------
-class FakeServer:
-    """POST /v1/chat/completions answered by ``script(n, body)``: a dict (the JSON body), a string
-    (a text reply), an int (an HTTP status) or ("sleep", seconds, reply)."""
-
-    def __init__(self, script):
-        self.script = script
-        self.bodies = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-
-    async def handle(self, request):
-        body = await request.json()
-        n = len(self.bodies)
-        self.bodies.append(json.loads(json.dumps(body)))
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            action = self.script(n, body)
-            if isinstance(action, tuple):
-                await asyncio.sleep(action[1])
-                action = action[2]
-            if isinstance(action, int):
-                return web.Response(status=action, text="error")
-            if isinstance(action, str):
-                action = {"choices": [{"index": 0, "message": {"role": "assistant", "content": action}, "finish_reason": "stop"}]}
-            return web.json_response(action)
-        finally:
-            self.in_flight -= 1
-
-
-@pytest.fixture
-def serve(chat_server):
-    async def start(script):
-        server = FakeServer(script)
-        return server, await chat_server(server.handle)
-
-    return start
-
-
 def llm(task, url, **kw):
     kw.setdefault("backoff", 0.0)
     kw.setdefault("timeout", 2.0)
@@ -430,10 +390,6 @@ async def test_unusable_replies_fall_back(serve, base_tasks, reply, reason):
     assert customer.stats.fallbacks == 1 and customer.stats.parse_failures + customer.stats.http_errors == 1
 
 
-def text_reply(text, finish_reason):
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}]}
-
-
 # SmolLM2-135M-Instruct as the customer, real (benchmarks/user_parse_rates.py): it loops until max_tokens
 LOOP = "I'm sorry for any misunderstanding. " + "I'm unable to send messages using my messaging app. " * 6 + "I'm unab"
 
@@ -456,7 +412,7 @@ def test_repeated_run_counts_the_most_frequent_run_of_words():
     ],
 )
 async def test_a_loop_cut_by_the_length_cap_falls_back(serve, base_tasks, text, finish_reason, source):
-    server, url = await serve(lambda n, body: text_reply(text, finish_reason))
+    server, url = await serve(lambda n, body: completion(text, finish_reason))
     customer = llm(mms_task(base_tasks), url, max_tokens=64)
     turn = await customer.reply("Are you abroad?", FakeDevice())
     assert turn.source == source and len(server.bodies) == 1
@@ -466,12 +422,6 @@ async def test_a_loop_cut_by_the_length_cap_falls_back(serve, base_tasks, text, 
         assert customer.history[-1]["content"] != text  # the loop does not join the conversation
     else:
         assert customer.stats.parse_failures == customer.stats.fallbacks == 0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_server_down_falls_back_and_counts(base_tasks, caplog):
@@ -486,7 +436,7 @@ async def test_server_down_falls_back_and_counts(base_tasks, caplog):
 
 
 async def test_shared_semaphore_bounds_requests_in_flight(serve, base_tasks):
-    server, url = await serve(lambda n, body: ("sleep", 0.05, "Okay."))
+    server, url = await serve(lambda n, body: delay(0.05, "Okay."))
     customers = [llm(base_tasks[i], url, concurrency=2) for i in range(6)]
     turns = await asyncio.gather(*(c.reply("Hello", FakeDevice()) for c in customers))
     assert all(t.source == "llm" for t in turns) and server.max_in_flight == 2
