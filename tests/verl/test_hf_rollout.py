@@ -159,3 +159,12 @@ async def test_one_request_at_a_time_under_full_determinism_and_bad_prompts_fail
     assert alone.token_ids == results[1].token_ids  # seeded per request: the same reply whatever ran around it
     with pytest.raises(ValueError, match="max_num_seqs"):
         HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=0)
+
+
+def test_the_server_follows_its_callers_event_loop(tiny_model_dir):
+    import asyncio
+
+    server = HFRolloutServer(str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=4)
+    prompt = _prompts(server, 1)[0]
+    for _ in range(2):  # a fresh loop each time, as two asyncio.run calls give
+        assert asyncio.run(server.generate(prompt, {"temperature": 0, "max_tokens": 3}, "l")).token_ids

@@ -102,7 +102,8 @@ class HFRolloutServer:
         self.batches = 0
         self.largest_batch = 0
         self._waiting: list[_Request] = []
-        self._wake: asyncio.Event | None = None  # made on the actor's event loop, at the first request
+        self._loop: asyncio.AbstractEventLoop | None = None  # the serving loop's, made at the first request
+        self._wake: asyncio.Event | None = None
         self.weight_loads = 0
         own = self.model.state_dict()
         # tied parameters (one storage under several names): a sync may send either name
@@ -186,10 +187,11 @@ class HFRolloutServer:
         params = dict(sampling_params)
         prompt = [int(t) for t in prompt_ids]
         self._budget(len(prompt), params)  # a prompt without room fails its own request, not a batch
-        if self._wake is None:
-            self._wake = asyncio.Event()
-            self._server_task = asyncio.get_running_loop().create_task(self._serve())
-        request = _Request(prompt, params, str(request_id), asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # the first request (a Ray actor keeps one loop; a script may run several)
+            self._loop, self._wake = loop, asyncio.Event()
+            self._server_task = loop.create_task(self._serve())
+        request = _Request(prompt, params, str(request_id), loop.create_future())
         self._waiting.append(request)
         self._wake.set()
         tokens, log_probs = await request.done
