@@ -1,13 +1,14 @@
-"""The test suite's time per tier, and its slowest tests: is the suite still inside its budget?
+"""The test suite's time per tier and its slowest tests: is the suite still inside its budget?
 
-    python benchmarks/suite_times.py [--tiers fast,e2e,ray,vllm,browser] [--slowest 10] [--out runs/suite-times] [--readme] [--check]
+    python benchmarks/suite_times.py [--slowest 15] [--out runs/suite-times] [--skip-whole] [--readme] [--check]
 
-Runs pytest once per tier (the markers in pyproject.toml; each test in exactly one tier, the
-first of vllm, e2e, ray, browser that it carries, else fast), each with a JUnit report, and
-prints per tier: wall time (pytest's start-up included), tests, failures, and the slowest tests
-with their durations (set-up and tear-down included, as pytest's ``--durations`` counts them).
-``--readme`` writes the table into README.md between its markers; ``--check`` exits non-zero
-when a tier fails or the fast tier or the whole suite is over its budget (:data:`BUDGET_SECONDS`).
+Runs the README's test command (``python -m pytest -q tests``) once with a JUnit report, then the
+fast tier's command (:data:`FAST`, in parallel on two workers). Each test's tier is the first of the
+markers vllm, e2e, ray, browser that it carries, else fast (tests/conftest.py writes it into the
+report). Prints the wall time of both commands, the time of each tier's tests within the whole run
+(set-up and tear-down included, as pytest counts them; collection is in the whole run's wall time
+only) and the slowest tests. ``--readme`` writes the table into README.md between its markers;
+``--check`` exits non-zero when a run fails or is over its budget (:data:`BUDGET_SECONDS`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 from arew.lab.publish import replace_between
@@ -26,81 +28,84 @@ from arew.lab.publish import replace_between
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MARKER = "bench:suite-tiers"
-# tier -> pytest -m expression; together they select every test once
-TIERS = {
-    "fast": "not (e2e or ray or vllm or browser)",
-    "e2e": "e2e and not vllm",
-    "ray": "ray and not (e2e or vllm)",
-    "vllm": "vllm",
-    "browser": "browser and not (e2e or ray or vllm)",
-}
-BUDGET_SECONDS = {"fast": 180.0, "all": 1800.0}
+WHOLE = ["-m", "pytest", "-q", "tests"]
+FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser)", "-n", "2"]
+TIERS = ("fast", "e2e", "ray", "vllm", "browser")
+BUDGET_SECONDS = {"whole": 1800.0, "fast": 180.0}
 
 
-def run_tier(name: str, out: Path) -> dict:
-    report = out / f"{name}.xml"
+def run(argv: list[str], report: Path) -> tuple[float, int, list[tuple[float, str, str, str]]]:
+    """(wall seconds, pytest's exit code, [(seconds, test, tier, outcome)] slowest first)."""
     report.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "pytest", "-q", "tests", "-m", TIERS[name], f"--junitxml={report}"]
     started = time.perf_counter()
-    code = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode
+    code = subprocess.run([sys.executable, *argv, f"--junitxml={report}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT).returncode
     wall = time.perf_counter() - started
     tests = []
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
             outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-            tests.append((float(case.get("time", 0.0)), f"{case.get('classname')}::{case.get('name')}", outcome))
-    return {"name": name, "wall": wall, "exit": code, "tests": sorted(tests, reverse=True)}
+            tier = next((p.get("value") for p in case.iter("property") if p.get("name") == "tier"), "?")
+            tests.append((float(case.get("time", 0.0)), f"{case.get('classname')}::{case.get('name')}", tier, outcome))
+    return wall, code, sorted(tests, reverse=True)
 
 
-def count(tier: dict, outcome: str) -> int:
-    return sum(1 for _, _, result in tier["tests"] if result == outcome)
+def shell(argv: list[str]) -> str:
+    return "python " + " ".join(f'"{a}"' if " " in a else a for a in argv)
 
 
-def table(tiers: list[dict], machine: str) -> str:
-    lines = [f"_{machine}_", "", "| tier | command | tests | wall (s) |", "|---|---|---|---|"]
-    for tier in tiers:
-        command = f'`python -m pytest -q tests -m "{TIERS[tier["name"]]}"`'
-        lines.append(f"| {tier['name']} | {command} | {len(tier['tests'])} | {tier['wall']:.0f} |")
-    lines.append(f"| all, one tier after another | | {sum(len(t['tests']) for t in tiers)} | {sum(t['wall'] for t in tiers):.0f} |")
-    return "\n".join(lines) + "\n"
+def summary(name: str, wall: float, code: int, tests: list) -> str:
+    outcomes = Counter(outcome for *_, outcome in tests)
+    return f"{name}: {wall:.0f} s wall, {len(tests)} tests ({outcomes['passed']} passed, {outcomes['failure'] + outcomes['error']} failed, {outcomes['skipped']} skipped), pytest exit {code}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiers", default=",".join(TIERS), help=f"comma-separated, of {', '.join(TIERS)}")
-    parser.add_argument("--slowest", type=int, default=10, help="slowest tests printed per tier")
-    parser.add_argument("--out", default="runs/suite-times", help="folder for the tiers' JUnit reports")
-    parser.add_argument("--readme", action="store_true", help="write the table into README.md between its markers (all tiers only)")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a tier fails or a budget is exceeded")
+    parser.add_argument("--slowest", type=int, default=15, help="slowest tests printed")
+    parser.add_argument("--out", default="runs/suite-times", help="folder for the JUnit reports")
+    parser.add_argument("--skip-whole", action="store_true", help="run the fast tier only")
+    parser.add_argument("--readme", action="store_true", help="write the table into README.md between its markers")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a run fails or is over its budget")
     args = parser.parse_args()
-    names = args.tiers.split(",")
-    if not set(names) <= set(TIERS):
-        raise SystemExit(f"--tiers: choose from {', '.join(TIERS)}; got {args.tiers}")
-    if args.readme and names != list(TIERS):
-        raise SystemExit("--readme: the README's table needs every tier; leave --tiers out")
+    if args.readme and args.skip_whole:
+        raise SystemExit("--readme: the README's table needs the whole run; leave --skip-whole out")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
     print(machine, flush=True)
-    tiers, problems = [], []
-    for name in names:
-        tier = run_tier(name, out)
-        tiers.append(tier)
-        failed = count(tier, "failure") + count(tier, "error")
-        print(f"\n{name}: {tier['wall']:.0f} s wall, {len(tier['tests'])} tests ({count(tier, 'passed')} passed, {failed} failed, {count(tier, 'skipped')} skipped), pytest exit {tier['exit']}")
-        for seconds, test, outcome in tier["tests"][: args.slowest]:
-            print(f"  {seconds:7.1f} s  {test}{'' if outcome == 'passed' else f'  [{outcome}]'}")
-        if tier["exit"] not in (0, 5):  # 5: no test in this tier
-            problems.append(f"tier {name} exited {tier['exit']}")
-    total = sum(t["wall"] for t in tiers)
-    print(f"\nall {len(tiers)} tiers: {total:.0f} s")
-    if "fast" in names and next(t for t in tiers if t["name"] == "fast")["wall"] > BUDGET_SECONDS["fast"]:
-        problems.append(f"the fast tier is over its {BUDGET_SECONDS['fast']:.0f} s budget")
-    if names == list(TIERS) and total > BUDGET_SECONDS["all"]:
-        problems.append(f"the whole suite is over its {BUDGET_SECONDS['all']:.0f} s budget")
-    block = table(tiers, machine)
-    print("\n" + block)
+    problems, rows = [], []
+    runs = ([] if args.skip_whole else [("whole", WHOLE)]) + [("fast", FAST)]
+    results = {}
+    for name, argv in runs:
+        wall, code, tests = run(argv, out / f"{name}.xml")
+        results[name] = (wall, tests)
+        print("\n" + summary(name, wall, code, tests), flush=True)
+        if code != 0:
+            problems.append(f"the {name} run exited {code}")
+        if wall > BUDGET_SECONDS[name]:
+            problems.append(f"the {name} run took {wall:.0f} s, over its {BUDGET_SECONDS[name]:.0f} s budget")
+    if "whole" in results:
+        wall, tests = results["whole"]
+        seconds = Counter()
+        counts = Counter()
+        for duration, _, tier, _ in tests:
+            seconds[tier] += duration
+            counts[tier] += 1
+        print(f"\nper tier, within the whole run ({wall:.0f} s wall):")
+        for tier in TIERS:
+            print(f"  {tier:8s} {counts[tier]:5d} tests  {seconds[tier]:7.0f} s")
+            rows.append(f"| {tier} | {counts[tier]} | {seconds[tier]:.0f} |")
+        print(f"\nslowest {args.slowest} tests of the whole run:")
+        for duration, test, tier, outcome in tests[: args.slowest]:
+            print(f"  {duration:7.1f} s  [{tier}] {test}{'' if outcome == 'passed' else f'  ({outcome})'}")
     if args.readme:
+        whole_wall, fast_wall = results["whole"][0], results["fast"][0]
+        block = "\n".join([
+            f"_{machine}; written by `python benchmarks/suite_times.py --readme`_", "",
+            "| command | wall (s) |", "|---|---|",
+            f"| the whole suite: `{shell(WHOLE)}` | {whole_wall:.0f} |",
+            f"| the fast tier: `{shell(FAST)}` | {fast_wall:.0f} |", "",
+            "| tier (within the whole run) | tests | seconds of tests |", "|---|---|---|", *rows,
+        ]) + "\n"  # fmt: skip
         README.write_text(replace_between(README.read_text(), f"<!-- {MARKER}:start -->", f"<!-- {MARKER}:end -->", block))
     for problem in problems:
         print(f"suite_times: {problem}", file=sys.stderr)

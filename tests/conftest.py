@@ -13,6 +13,20 @@ from arew.tiny_models import build_chat_tokenizer, build_tiny_model
 from fakes import FakeChatServer
 
 
+# a test's tier is the first of these markers it carries, else "fast" (benchmarks/suite_times.py reads it
+# from the JUnit report, where it is the property "tier")
+SLOW_TIERS = ("vllm", "e2e", "ray", "browser")
+
+
+def pytest_collection_modifyitems(items):
+    """A test that uses the ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier."""
+    for item in items:
+        if "transfer_queue" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+        markers = {mark.name for mark in item.iter_markers()}
+        item.user_properties.append(("tier", next((tier for tier in SLOW_TIERS if tier in markers), "fast")))
+
+
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -27,6 +27,8 @@ from arew.reporting import panels
 from arew.reporting.rollouts import sample_indices
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
+pytestmark = pytest.mark.e2e
+
 DETERMINISTIC = (
     "actor_rollout_ref.rollout.full_determinism=true",  # stable request ids reach the hf server: runs replay
     "algorithm.arew.noise.seed=3",

@@ -27,6 +27,8 @@ from arew.serving.ray_service import free_port, healthy
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 from fakes import wait_until
 
+pytestmark = [pytest.mark.ray, pytest.mark.e2e]  # Ray jobs whose entrypoint is main_ppo
+
 ROOT = Path(__file__).resolve().parents[2]
 SUBMIT = ROOT / "launch" / "submit_ray_job.sh"
 FAKE = ROOT / "tests" / "ray" / "fake_user_server.py"

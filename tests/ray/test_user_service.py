@@ -19,6 +19,8 @@ from arew.serving.ray_service import UserService, healthy, start_user_service
 from arew.serving.spec import SECTION, ServiceSettings, check_batch_layout, check_gpu_budget, llm_user_options
 from fakes import wait_until
 
+pytestmark = pytest.mark.ray
+
 ROOT = Path(__file__).resolve().parents[2]
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this test module
 FAKE = ROOT / "tests" / "ray" / "fake_user_server.py"

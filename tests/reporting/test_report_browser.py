@@ -6,8 +6,12 @@ it): without it this test fails, it does not skip, since the viewer would otherw
 
 from __future__ import annotations
 
+import pytest
+
 from arew.reporting import report
 from arew.reporting.screenshot import CHROMIUM, browser
+
+pytestmark = pytest.mark.browser
 
 
 def test_report_page_draws_the_charts_and_the_viewer_filters_and_shows_an_episode(two_runs, tmp_path):
