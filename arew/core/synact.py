@@ -60,11 +60,6 @@ class DecisionKeys:
     dropped_samples: int = 0
 
 
-def decision_key(value: int) -> int:
-    """An integer of the contract's range from any integer (the low 63 bits)."""
-    return int(value) & (_KEY_LIMIT - 1)
-
-
 def _keys_error(raw: object, count: int) -> str | None:
     """Why one sample's keys are malformed, or None; the element checks run on the whole batch (see below)."""
     if not isinstance(raw, dict):
