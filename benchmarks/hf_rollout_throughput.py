@@ -7,7 +7,8 @@ For each model and each concurrency C, ``--requests`` generations (a PE-G-sized 
 :class:`~arew.verl_plugin.cpu.hf_rollout.HFRolloutServer` in this process, twice: with batching
 (``max_batch=C``, what the CPU backend does) and one request at a time (``max_batch=1``, as under
 ``rollout.full_determinism`` and as the server did before it batched), the baseline measured in the
-same run. Prints new tokens per second and the speed-up; ``--readme`` writes the table into README.md
+same run. No cap on a batch's padded prompt tokens here (the backend's is ``rollout.max_num_batched_tokens``,
+8,192 by default: five of these prompts). Prints new tokens per second and the speed-up; ``--readme`` writes the table into README.md
 between ``<!-- bench:hf-rollout-throughput:start -->`` and ``:end -->``.
 """
 

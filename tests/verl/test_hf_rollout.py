@@ -168,3 +168,17 @@ def test_the_server_follows_its_callers_event_loop(tiny_model_dir):
     prompt = _prompts(server, 1)[0]
     for _ in range(2):  # a fresh loop each time, as two asyncio.run calls give
         assert asyncio.run(server.generate(prompt, {"temperature": 0, "max_tokens": 3}, "l")).token_ids
+
+
+async def test_a_batch_holds_at_most_max_batch_tokens_of_padded_prompt(tiny_model_dir):
+    import asyncio
+
+    server = HFRolloutServer(
+        str(tiny_model_dir), str(tiny_model_dir), False, max_model_len=4096, response_length=64, seed=1, max_batch=8, max_batch_tokens=50
+    )
+    short = _prompts(server, 1)[0]
+    assert 50 / 3 < len(short) <= 50 / 2  # two fit in 50 padded tokens, three do not
+    long = short * 3  # alone over the budget: still served, on its own
+    outs = await asyncio.gather(*[server.generate(p, {"temperature": 1.0, "max_tokens": 2}, f"t{i}") for i, p in enumerate([short] * 4 + [long])])
+    stats = await server.stats()
+    assert all(out.token_ids for out in outs) and stats["largest_batch"] == 2 and stats["batches"] >= 3

@@ -7,8 +7,8 @@ fits the same three places verl plugs a backend into:
   ``generate`` through verl's ``LLMServerClient`` and get a ``TokenOutput`` (token ids, the
   sampled tokens' log-probs under the sampling temperature, ``global_steps``). The requests
   waiting when the model frees up are generated together, one left-padded batch per set of
-  sampling settings (up to ``rollout.max_num_seqs``), so throughput grows with the agent loops'
-  concurrency. A batch of one is seeded from (rollout seed, request id, prompt length); with
+  sampling settings (up to ``rollout.max_num_seqs`` requests and ``rollout.max_num_batched_tokens``
+  padded prompt tokens), so throughput grows with the agent loops' concurrency. A batch of one is seeded from (rollout seed, request id, prompt length); with
   ``rollout.full_determinism=True`` every request is its own batch, verl passes the agent loop's
   stable request ids through, and a run replays exactly.
 - :class:`HFReplica`, the ``RolloutReplica`` that starts one server per replica, on the node of
@@ -84,6 +84,7 @@ class HFRolloutServer:
         response_length: int,
         seed: int,
         max_batch: int = 1,
+        max_batch_tokens: int | None = None,
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -97,6 +98,9 @@ class HFRolloutServer:
         if max_batch < 1:
             raise ValueError(f"actor_rollout_ref.rollout.max_num_seqs: the hf rollout batches up to this many requests; must be >= 1, got {max_batch}")
         self.max_batch = max_batch
+        # a batch's padded prompt tokens (rows x longest prompt): long prompts are compute-bound on a CPU, and
+        # batching them only adds padding; a request longer than this still runs, alone
+        self.max_batch_tokens = max_batch_tokens
         self.global_steps: int | None = None
         self.requests = 0
         self.batches = 0
@@ -156,9 +160,18 @@ class HFRolloutServer:
         return results
 
     def _next_batch(self) -> list[_Request]:
-        """The oldest waiting request and every other waiting one with its sampling settings, up to max_batch."""
+        """The oldest waiting request and the next waiting ones with its sampling settings, in arrival order, up
+        to max_batch requests and max_batch_tokens padded prompt tokens."""
         key = self._waiting[0].batch_key
-        batch = [r for r in self._waiting if r.batch_key == key][: self.max_batch]
+        batch, longest = [], 0
+        for request in self._waiting:
+            if request.batch_key != key:
+                continue
+            width = max(longest, len(request.prompt_ids))
+            if batch and (len(batch) == self.max_batch or (self.max_batch_tokens and (len(batch) + 1) * width > self.max_batch_tokens)):
+                break
+            batch.append(request)
+            longest = width
         taken = {id(r) for r in batch}
         self._waiting = [r for r in self._waiting if id(r) not in taken]
         return batch
@@ -267,6 +280,7 @@ class HFReplica(RolloutReplica):
                 response_length=config.response_length,
                 seed=config.seed + self.replica_rank if config.seed is not None else self.replica_rank,
                 max_batch=1 if config.full_determinism else config.max_num_seqs,
+                max_batch_tokens=config.max_num_batched_tokens,
             )
         )
         await server.stats.remote()  # surfaces a failed model load here, not at the first request
