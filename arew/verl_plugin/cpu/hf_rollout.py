@@ -8,7 +8,8 @@ fits the same three places verl plugs a backend into:
   sampled tokens' log-probs under the sampling temperature, ``global_steps``). The requests
   waiting when the model frees up are generated together, one left-padded batch per set of
   sampling settings (up to ``rollout.max_num_seqs`` requests and ``rollout.max_num_batched_tokens``
-  padded prompt tokens), so throughput grows with the agent loops' concurrency. A batch of one is seeded from (rollout seed, request id, prompt length); with
+  padded prompt tokens), so throughput grows with the agent loops' concurrency. A batch of one
+  is seeded from (rollout seed, request id, prompt length); with
   ``rollout.full_determinism=True`` every request is its own batch, verl passes the agent loop's
   stable request ids through, and a run replays exactly.
 - :class:`HFReplica`, the ``RolloutReplica`` that starts one server per replica, on the node of
@@ -60,6 +61,7 @@ class _Request:
     prompt_ids: list[int]
     params: dict[str, Any]
     request_id: str
+    budget: int  # new tokens it may have
     done: asyncio.Future
     # what must agree for requests to share one generate call (everything but the token budget)
     batch_key: tuple = field(init=False)
@@ -141,7 +143,7 @@ class HFRolloutServer:
         return max(1, min(int(params.get("max_tokens", params.get("max_new_tokens")) or self.response_length), room))
 
     def _generate(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
-        budgets = [self._budget(len(r.prompt_ids), r.params) for r in batch]
+        budgets = [r.budget for r in batch]
         config = self._sampling(max(budgets), batch[0].params)
         if len(batch) == 1:
             seed = zlib.crc32(f"{self.seed}:{batch[0].request_id}:{len(batch[0].prompt_ids)}".encode())
@@ -199,12 +201,12 @@ class HFRolloutServer:
             raise ValueError("actor_rollout_ref.rollout.name=hf: the hf rollout takes text only, no multi-modal inputs; use vllm or sglang")
         params = dict(sampling_params)
         prompt = [int(t) for t in prompt_ids]
-        self._budget(len(prompt), params)  # a prompt without room fails its own request, not a batch
+        budget = self._budget(len(prompt), params)  # a prompt without room fails its own request, not a batch
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # the first request (a Ray actor keeps one loop; a script may run several)
             self._loop, self._wake = loop, asyncio.Event()
             self._server_task = loop.create_task(self._serve())
-        request = _Request(prompt, params, str(request_id), loop.create_future())
+        request = _Request(prompt, params, str(request_id), budget, loop.create_future())
         self._waiting.append(request)
         self._wake.set()
         tokens, log_probs = await request.done
