@@ -7,7 +7,7 @@ import sys
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    from envs.registry import prepare_task
+    from arew.envs.registry import prepare_task
 
     try:
         paths = prepare_task(

@@ -101,7 +101,7 @@ def tiny_model(folder: Path, prompt_text: tuple[str, ...] = (), vocab_size: int 
 
 
 def prepare_data(task: str, data_dir: Path, source: str | None) -> None:
-    from envs.registry import prepare_task
+    from arew.envs.registry import prepare_task
 
     if not (data_dir / task / "train.parquet").exists():
         prepare_task(task, data_dir / task, n_train=32, n_val=4, n_test=4, seed=0, source=source)
@@ -109,7 +109,7 @@ def prepare_data(task: str, data_dir: Path, source: str | None) -> None:
 
 def prompt_text(task: str, data_dir: Path) -> tuple[str, ...]:
     """The messages of the task's first training prompt, for a tokenizer trained on them."""
-    from envs.rows import read_rows
+    from arew.envs.rows import read_rows
 
     return tuple(message["content"] for message in read_rows(data_dir / task / "train.parquet")[0]["prompt"])
 

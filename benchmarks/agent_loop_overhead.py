@@ -24,8 +24,8 @@ from verl.workers.rollout.replica import TokenOutput
 
 from arew.tiny_models import build_chat_tokenizer
 from arew.verl_plugin.agent_loop import CritiqueAgentLoop
-from envs.preference.data import build_rows
-from envs.registry import make_env
+from arew.envs.preference.data import build_rows
+from arew.envs.registry import make_env
 
 
 def scripted_turns(info: dict) -> list[str]:

@@ -30,7 +30,7 @@ from aiohttp import web
 from arew.eval.endpoint import EndpointModel
 from arew.eval.model import Completion
 from arew.eval.runner import EvalConfig, evaluate
-from envs.preference.data import build_rows
+from arew.envs.preference.data import build_rows
 
 
 class ScriptBook:

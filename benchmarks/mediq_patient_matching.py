@@ -2,10 +2,10 @@
 
     python benchmarks/mediq_patient_matching.py path/to/mediq_dev.jsonl [--limit N] [--threshold T]
 
-The offline patient (:func:`envs.users.offline.select_facts`) decides which facts answer a
+The offline patient (:func:`arew.envs.users.offline.select_facts`) decides which facts answer a
 question; a fact revealed for a question it does not answer turns an uninformative question
 into AS +1. This script builds a labelled question set from each usable case of the file
-(:func:`envs.mediq.data.normalize_case`; the candidate facts are those not known from the
+(:func:`arew.envs.mediq.data.normalize_case`; the candidate facts are those not known from the
 opening) and scores the patient's reveals (at most ``max_facts`` = 2 per question, as in the
 environment) against the labels.
 
@@ -57,10 +57,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from envs.lexical import STOPWORDS
-from envs.mediq.data import normalize_case, read_source
-from envs.users.base import FactRequest
-from envs.users.offline import FACT_THRESHOLD, select_facts
+from arew.envs.lexical import STOPWORDS
+from arew.envs.mediq.data import normalize_case, read_source
+from arew.envs.users.base import FactRequest
+from arew.envs.users.offline import FACT_THRESHOLD, select_facts
 
 MAX_FACTS = 2
 _WORD = re.compile(r"[a-z]+")

@@ -24,9 +24,9 @@ import json
 import statistics
 import time
 
-from envs.registry import make_env
-from envs.tau2.runtime import runtime
-from envs.tau2.tasks import build_splits
+from arew.envs.registry import make_env
+from arew.envs.tau2.runtime import runtime
+from arew.envs.tau2.tasks import build_splits
 
 
 def request_for(name: str, arguments: dict) -> str:

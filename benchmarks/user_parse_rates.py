@@ -5,20 +5,20 @@
 
 Three clients, each through its own code path, not a copy of it:
 
-- **mediq**: the patient, :meth:`envs.users.llm.LLMUser.reply` on a ``FactRequest`` built as
-  :class:`envs.mediq.env.MediQEnv` builds it (the facts not known from the opening, at most 2
+- **mediq**: the patient, :meth:`arew.envs.users.llm.LLMUser.reply` on a ``FactRequest`` built as
+  :class:`arew.envs.mediq.env.MediQEnv` builds it (the facts not known from the opening, at most 2
   per answer). Cases: a few written for this benchmark in the MediQ file format, run through
-  :func:`envs.mediq.data.normalize_case`; or the cases of ``--mediq FILE`` (the public jsonl).
+  :func:`arew.envs.mediq.data.normalize_case`; or the cases of ``--mediq FILE`` (the public jsonl).
   Questions: per case, those of ``benchmarks/mediq_patient_matching.py`` (targeted ones, in a
   fact's own words, and history-taking ones, which often have no answer), taken in turn.
 - **flodial**: the troubleshooting user, ``LLMUser.reply`` on a ``RowRequest`` built as
-  :class:`envs.flodial.env.FloDialEnv` builds it (the gold fault's table of yes/no checks and
+  :class:`arew.envs.flodial.env.FloDialEnv` builds it (the gold fault's table of yes/no checks and
   the problem). Flowcharts: two written for this benchmark in the FloDial file format (each
-  check with a reworded question), parsed by :func:`envs.flodial.flowchart.parse_flowchart`;
+  check with a reworded question), parsed by :func:`arew.envs.flodial.flowchart.parse_flowchart`;
   or those of ``--flodial FOLDER`` (``knowledge-sources``; asked verbatim there). Questions
   alternate between a check of the table (one row is meant) and a check of the chart that is
   not on the table (NONE is meant).
-- **tau2**: tau2-dual's LLM customer (:class:`envs.tau2.customer.LLMCustomer`) in real
+- **tau2**: tau2-dual's LLM customer (:class:`arew.envs.tau2.customer.LLMCustomer`) in real
   episodes (``make_env`` on tau2's test split, ``customer="llm"``): the scripted agent turns of
   ``benchmarks/tau2_env_speed.py`` (greeting, the agent's own tool calls, a plain request for
   the first expected phone action, a check request) with an identity and a yes/no question
@@ -64,10 +64,10 @@ from pathlib import Path
 from mediq_patient_matching import history_questions, targeted_questions
 from tau2_env_speed import agent_turns
 
-from envs.flodial.data import gold_faults
-from envs.flodial.flowchart import load_flowcharts, parse_flowchart
-from envs.mediq.data import normalize_case, read_source
-from envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest
+from arew.envs.flodial.data import gold_faults
+from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
+from arew.envs.mediq.data import normalize_case, read_source
+from arew.envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest
 
 MAX_FACTS = 2
 SERVED_NAME = "smollm2-135m-instruct"
@@ -249,7 +249,7 @@ def tau2_scripts(n: int) -> list[tuple[dict, list[str]]]:
     """(row, agent turns) per episode of tau2's test split until the customer messages add up to ``n``."""
     from tau2.data_model.tasks import Task
 
-    from envs.tau2.tasks import build_splits
+    from arew.envs.tau2.tasks import build_splits
 
     out, messages = [], 0
     for info in build_splits("tau2-dual")["test"]:
@@ -354,7 +354,7 @@ async def run_users(requests: list, url: str, model: str, args, tally: Tally) ->
 
 
 async def run_customer(scripts: list, url: str, model: str, args, tally: Tally) -> None:
-    from envs.registry import make_env
+    from arew.envs.registry import make_env
 
     options = {"customer": "llm", "customer_url": url, "customer_model": model, "customer_timeout": args.timeout}
     gate = asyncio.Semaphore(args.concurrency)
@@ -499,7 +499,7 @@ def main() -> None:
     parser.add_argument("--dump", help="write every request's raw reply and outcome to this JSONL file")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     args = parser.parse_args()
-    logging.getLogger("envs").setLevel(logging.ERROR)  # each fallback is reported below, not logged as it happens
+    logging.getLogger("arew.envs").setLevel(logging.ERROR)  # each fallback is reported below, not logged as it happens
     if bool(args.endpoint) != bool(args.model):
         parser.error("--endpoint and --model go together")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]

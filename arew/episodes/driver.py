@@ -1,7 +1,7 @@
 """The episode driver: the rules of one active-reasoning episode, once, for every way of generating.
 
 :func:`play` alternates action rounds (channel AS) and belief-update rounds (channel BT) as
-:mod:`envs.base` describes, asks for the final answer, records every decision's channel and
+:mod:`arew.envs.base` describes, asks for the final answer, records every decision's channel and
 critique, runs the counterfactual generations the environment asks for, and applies the budget
 policy. Tasks with ``rounds == ("act",)`` play action rounds only, and an action whose step
 is ``done`` ends the episode (the environment ended it). How a turn is generated and how the context is kept is the :class:`Transcript`'s
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from envs.base import ActiveReasoningEnv, StepResult
-from envs.parsing import payload_kind
+from arew.envs.base import ActiveReasoningEnv, StepResult
+from arew.envs.parsing import payload_kind
 
 OVERFLOW_POLICIES = ("answer_now", "stop")
 ROUND_SEQUENCES = (("act", "update"), ("act",))

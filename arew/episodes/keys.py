@@ -14,7 +14,7 @@ import hashlib
 import re
 
 from arew.episodes.driver import EpisodeLog
-from envs.parsing import extract_payload, payload_kind
+from arew.envs.parsing import extract_payload, payload_kind
 
 _WHITESPACE = re.compile(r"\s+")
 _KEY_MASK = 2**63 - 1

@@ -24,8 +24,8 @@ from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
 from arew.eval.transcript import TokenCounter
-from envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
-from envs.rows import read_rows
+from arew.envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
+from arew.envs.rows import read_rows
 
 SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
 # the training recipe's budget, and the laptop-sized one of the default CPU model (about 2 minutes an episode on 2 cores)

@@ -1,6 +1,6 @@
 """The endpoint backend of ``arew eval``: any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs).
 
-:class:`EndpointModel` sends each turn through :class:`envs.users.client.ChatCompletionClient`,
+:class:`EndpointModel` sends each turn through :class:`arew.envs.users.client.ChatCompletionClient`,
 the client the LLM simulated user relies on: a concurrency limit per endpoint and process, a
 timeout per attempt (the wait for a slot included), retries with exponential backoff on timeouts,
 connection errors and HTTP 408/429/5xx, a circuit breaker per endpoint and process, a cap on the
@@ -14,7 +14,7 @@ raises :class:`GenerationError` with the reason at once, and the episode fails a
 
 Stop strings: verl's engines return a turn up to and including the stop string that ended it;
 OpenAI-compatible servers cut it off. The parsers do not accept the cut text:
-:func:`envs.parsing.extract_tag` rejects ``<interact>question`` without ``</interact>`` ("write
+:func:`arew.envs.parsing.extract_tag` rejects ``<interact>question`` without ``</interact>`` ("write
 exactly one <interact> and one </interact>"), so every stopped turn would be invalid. The stop
 string is therefore put back when ``finish_reason`` is "stop" and the text does not already end
 with one: the one the server names (vLLM's ``stop_reason``, SGLang's ``matched_stop``; None there
@@ -28,7 +28,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from arew.eval.model import Completion, GenerationError, GenerationParams
-from envs.users.client import ChatCompletionClient, ChatReply, ClientConfig, RequestFailed
+from arew.envs.users.client import ChatCompletionClient, ChatReply, ClientConfig, RequestFailed
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_TIMEOUT = 120.0

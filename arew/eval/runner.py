@@ -26,7 +26,7 @@ from arew.episodes import OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_s
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.eval.model import ChatModel, GenerationParams
 from arew.eval.transcript import Budget, ChatTranscript, TokenCounter
-from envs.registry import make_env
+from arew.envs.registry import make_env
 
 logger = logging.getLogger(__name__)
 

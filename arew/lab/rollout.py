@@ -1,6 +1,6 @@
 """Batched episodes of the lab agent against the project's real PE environment, through text.
 
-Each episode follows the loop of :mod:`envs.base`: ``max_turns`` action rounds, each
+Each episode follows the loop of :mod:`arew.envs.base`: ``max_turns`` action rounds, each
 followed by an update round, then the final ``<answer>`` restating the last belief. The
 answer is not a policy decision (the environment gives it critique 0 when it follows an
 update round, and it carries no new information), so an episode has 2H decisions, one
@@ -22,8 +22,8 @@ from arew.core import Segments, collect_segments, make_record
 from arew.core.records import CHANNELS
 from arew.core.synact import DecisionKeys
 from arew.lab.agent import Critic, History, LabPolicy, QuerySpace, sample
-from envs.preference.rules import ANSWER_WORDS
-from envs.registry import make_env
+from arew.envs.preference.rules import ANSWER_WORDS
+from arew.envs.registry import make_env
 
 ANSWER_SIGNS = {word: sign for sign, word in ANSWER_WORDS.items()}
 DIAGNOSTICS = ("i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess", "n_informative")

@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
-from envs.preference.generator import VARIANTS
+from arew.envs.preference.generator import VARIANTS
 
 _progress_queue = None
 

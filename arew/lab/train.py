@@ -26,7 +26,7 @@ from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.rollout import Rollout, rollout
-from envs.preference.generator import VARIANTS, generate_splits
+from arew.envs.preference.generator import VARIANTS, generate_splits
 
 LOG_COLUMNS = (
     "step",

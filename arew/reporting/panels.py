@@ -51,7 +51,7 @@ SECTIONS: tuple[Section, ...] = (
             Panel("Training reward", ("critic/score/mean",), "Mean outcome reward of the step's episodes."),
             Panel(
                 "Validation reward",
-                ("val-core/arew/*/reward/mean@*",),  # data sources are arew/<task> (envs/rows.py)
+                ("val-core/arew/*/reward/mean@*",),  # data sources are arew/<task> (arew/envs/rows.py)
                 "Mean outcome reward on the validation set, per data source.",
                 needs="validation",
             ),

@@ -53,8 +53,8 @@ from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, epis
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.reporting.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
 from arew.episodes.keys import decision_keys
-from envs.base import StepResult
-from envs.registry import make_env
+from arew.envs.base import StepResult
+from arew.envs.registry import make_env
 
 logger = logging.getLogger(__name__)
 

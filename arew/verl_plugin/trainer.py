@@ -60,7 +60,7 @@ from arew.verl_plugin.agent_loop import (
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
-from envs.registry import check_env_options
+from arew.envs.registry import check_env_options
 
 logger = logging.getLogger(__name__)
 

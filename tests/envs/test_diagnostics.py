@@ -10,14 +10,14 @@ import asyncio
 import numpy as np
 import pytest
 
-from envs.episode import top_options
-from envs.flodial import FloDialEnv
-from envs.mediq import MediQEnv
-from envs.preference import PreferenceEnv
-from envs.parsing import PairQuery
-from envs.preference.generator import VARIANTS, generate_instance, sample_preferences
-from envs.preference.rules import answer_signs, bayes_replay, cosine, is_informative, masked_differences
-from envs.users import OfflineUser
+from arew.envs.episode import top_options
+from arew.envs.flodial import FloDialEnv
+from arew.envs.mediq import MediQEnv
+from arew.envs.preference import PreferenceEnv
+from arew.envs.parsing import PairQuery
+from arew.envs.preference.generator import VARIANTS, generate_instance, sample_preferences
+from arew.envs.preference.rules import answer_signs, bayes_replay, cosine, is_informative, masked_differences
+from arew.envs.users import OfflineUser
 
 CANDIDATES = ["Fan broken.", "Paste dried.", "Dusty vents.", "Busy processor.", "Old battery."]
 GOLD = 1

@@ -4,7 +4,7 @@ import inspect
 
 import pytest
 
-from envs.registry import TASKS, check_env_options, env_class
+from arew.envs.registry import TASKS, check_env_options, env_class
 
 PREFIX = "arew_agent.env_options"
 

@@ -4,7 +4,7 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from envs.flodial.data import (
+from arew.envs.flodial.data import (
     VARIANTS,
     assign_splits,
     build_splits,
@@ -12,8 +12,8 @@ from envs.flodial.data import (
     gold_faults,
     separating_questions,
 )
-from envs.flodial.flowchart import load_flowcharts, parse_flowchart
-from envs.registry import TASKS, make_env, prepare_task
+from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
+from arew.envs.registry import TASKS, make_env, prepare_task
 
 # q1 -yes-> q2 -yes-> q4 -yes-> F6
 #                          -no->  q7 -yes-> F8 / -no-> F9

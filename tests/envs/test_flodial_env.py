@@ -2,11 +2,11 @@ import asyncio
 
 import pytest
 
-from envs.base import ActiveReasoningEnv, Channel
-from envs.flodial import FloDialEnv
-from envs.registry import make_env
-from envs.users import OfflineUser, SimulatedUser, UserReply
-from envs.users.base import count
+from arew.envs.base import ActiveReasoningEnv, Channel
+from arew.envs.flodial import FloDialEnv
+from arew.envs.registry import make_env
+from arew.envs.users import OfflineUser, SimulatedUser, UserReply
+from arew.envs.users.base import count
 
 CANDIDATES = [
     "The fan is broken.",

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.base import StepResult
-from envs.parsing import (
+from arew.envs.base import StepResult
+from arew.envs.parsing import (
     MAX_TEXT_CHARS,
     PairQuery,
     ParseResult,
@@ -21,8 +21,8 @@ from envs.parsing import (
     parse_vector,
     payload_kind,
 )
-from envs.preference.generator import VARIANTS, generate_instance
-from envs.registry import make_env
+from arew.envs.preference.generator import VARIANTS, generate_instance
+from arew.envs.registry import make_env
 
 FRAGMENTS = [
     "<interact>",
@@ -215,7 +215,7 @@ def check_step(step, channel):
 
 
 async def drive(env, texts):
-    """The agent loop of envs.base, fed ``texts`` cyclically until the episode ends."""
+    """The agent loop of arew.envs.base, fed ``texts`` cyclically until the episode ends."""
     script = itertools.cycle(texts or [""])
     for _ in range(env.max_turns):
         for phase in ("act", "update"):

@@ -3,8 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from envs.mediq.data import build_splits, clean_fact, initial_information, normalize_case, read_source
-from envs.registry import TASKS, make_env, prepare_task
+from arew.envs.mediq.data import build_splits, clean_fact, initial_information, normalize_case, read_source
+from arew.envs.registry import TASKS, make_env, prepare_task
 
 
 def case(i, answer="B", n_facts=4, **overrides):

@@ -3,11 +3,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from envs.base import ActiveReasoningEnv, Channel
-from envs.mediq import MediQEnv
-from envs.registry import make_env
-from envs.users import OfflineUser, SimulatedUser, UserReply
-from envs.users.base import count
+from arew.envs.base import ActiveReasoningEnv, Channel
+from arew.envs.mediq import MediQEnv
+from arew.envs.registry import make_env
+from arew.envs.users import OfflineUser, SimulatedUser, UserReply
+from arew.envs.users.base import count
 
 FACTS = [
     "Patient is a 30-year-old woman.",

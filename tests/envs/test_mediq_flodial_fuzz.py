@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.base import StepResult
-from envs.parsing import MAX_TEXT_CHARS, payload_kind
-from envs.registry import make_env
+from arew.envs.base import StepResult
+from arew.envs.parsing import MAX_TEXT_CHARS, payload_kind
+from arew.envs.registry import make_env
 
 MEDIQ = {
     "task": "mediq",

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from envs.parsing import (
+from arew.envs.parsing import (
     MAX_TEXT_CHARS,
     PairQuery,
     extract_payload,
@@ -141,7 +141,7 @@ def test_parse_pair_query_rejects_with_reason(payload, fragment):
     assert not res.ok and fragment in res.error
 
 
-# ---- parse_selection: the LLM user's reply (envs.users.llm) ---------------------------------------
+# ---- parse_selection: the LLM user's reply (arew.envs.users.llm) ---------------------------------------
 FACTS = {
     2: "She needs to urinate much more often than usual.",
     3: "She has mild tenderness above the pubic bone.",

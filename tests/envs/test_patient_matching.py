@@ -8,9 +8,9 @@ tightening must keep.
 
 import pytest
 
-from envs.lexical import coverage_scores
-from envs.users import FactRequest
-from envs.users.offline import select_facts
+from arew.envs.lexical import coverage_scores
+from arew.envs.users import FactRequest
+from arew.envs.users.offline import select_facts
 
 SKIN_CASE = (
     "The rash returned after she visited her dermatologist.",

@@ -3,9 +3,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from envs.base import ActiveReasoningEnv, Channel, StepResult
-from envs.preference import PreferenceEnv
-from envs.preference.rules import cosine, outcome_reward
+from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
+from arew.envs.preference import PreferenceEnv
+from arew.envs.preference.rules import cosine, outcome_reward
 
 # Four attributes, S = 2. Pairs used below (1-based as the agent writes them):
 #   1 vs 2 on {1,2}: diff (+2, -2) informative;  on {1,3}: (+2, 0) dominated;

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from envs.parsing import PairQuery
-from envs.preference.generator import VARIANTS, generate_instance
-from envs.preference.rules import answer_signs, bayes_replay, masked_differences
+from arew.envs.parsing import PairQuery
+from arew.envs.preference.generator import VARIANTS, generate_instance
+from arew.envs.preference.rules import answer_signs, bayes_replay, masked_differences
 
 
 def test_tiny_replay_by_hand():

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.lexical import coverage_scores, question_key, similarity_scores, terms
-from envs.parsing import MAX_TEXT_CHARS, ParseResult, chat_completion_text, parse_question, parse_selection
-from envs.users import FactRequest, OfflineUser, RowRequest
+from arew.envs.lexical import coverage_scores, question_key, similarity_scores, terms
+from arew.envs.parsing import MAX_TEXT_CHARS, ParseResult, chat_completion_text, parse_question, parse_selection
+from arew.envs.users import FactRequest, OfflineUser, RowRequest
 
 FRAGMENTS = [
     "FACTS", "facts", "ROW", "row", ":", "::", "NONE", "none", "Unknown", ",", " ", "\n", "\r", "\t", ".", "..",
@@ -120,7 +120,7 @@ def test_selection_examples():
 
 @pytest.mark.parametrize("separator", ["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
 def test_every_unicode_line_boundary_makes_a_second_line(separator):
-    from envs.parsing import parse_selection
+    from arew.envs.parsing import parse_selection
 
     assert parse_selection("FACTS: 2", "FACTS", [1, 2, 3], 2).ok
     result = parse_selection(f"FACTS: 2{separator}FACTS: 3", "FACTS", [1, 2, 3], 2)

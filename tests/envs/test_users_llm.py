@@ -10,10 +10,10 @@ import pytest
 from aiohttp import web
 
 from arew.serving.ray_service import free_port
-from envs.flodial import FloDialEnv
-from envs.mediq import MediQEnv
-from envs.users import PROCESS_STATS, FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest, make_user
-from envs.users.prompts import messages
+from arew.envs.flodial import FloDialEnv
+from arew.envs.mediq import MediQEnv
+from arew.envs.users import PROCESS_STATS, FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest, make_user
+from arew.envs.users.prompts import messages
 from fakes import completion, delay
 
 FACTS = ("Patient is a 30-year-old woman.", "She has had a fever for three days.", "She smokes one pack a day.")
@@ -374,7 +374,7 @@ TOOL_CALL_REPLY = {
 
 
 async def test_client_accepts_tool_calls_only_when_the_request_offers_tools(serve):
-    from envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
+    from arew.envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
 
     server, url = await serve(lambda n, body: TOOL_CALL_REPLY)
     client = ChatCompletionClient(ClientConfig(url=url, model="m", timeout=2.0, max_retries=0))
@@ -440,7 +440,7 @@ async def replicas():
 
 
 async def test_replicas_share_the_requests_and_a_killed_one_fails_over(replicas):
-    from envs.users.client import shared_breaker
+    from arew.envs.users.client import shared_breaker
 
     a, b = replicas
     u = user(f"{a.url}, {b.url}", max_retries=2, breaker_failures=2, breaker_cooldown=60)

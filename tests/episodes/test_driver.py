@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from arew.episodes import ANSWER_NOW_NOTICE, EpisodeLog, play
-from envs.base import StepResult
-from envs.preference.data import build_rows
-from envs.registry import make_env
+from arew.envs.base import StepResult
+from arew.envs.preference.data import build_rows
+from arew.envs.registry import make_env
 
 
 class ScriptedTranscript:

@@ -10,9 +10,9 @@ from arew.core.records import CHANNEL_INDEX
 from arew.lab.agent import Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig
 from arew.lab.rollout import rollout
-from envs import parsing
-from envs.preference.generator import VARIANTS, generate_splits
-from envs.registry import make_env
+from arew.envs import parsing
+from arew.envs.preference.generator import VARIANTS, generate_splits
+from arew.envs.registry import make_env
 
 
 def play(task: str, n: int = 4, seed: int = 0, critic: bool = True, diagnose: bool = False):

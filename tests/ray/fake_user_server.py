@@ -13,7 +13,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-REPLY = "FACTS: NONE"  # the MediQ patient prompt's answer format (envs/users/prompts.py): no fact answers it
+REPLY = "FACTS: NONE"  # the MediQ patient prompt's answer format (arew/envs/users/prompts.py): no fact answers it
 
 
 def _append(name: str, text: str) -> None:

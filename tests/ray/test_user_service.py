@@ -151,7 +151,7 @@ def test_start_user_service_joins_the_replicas_urls(local_ray, tmp_path):
                      mode="ray", command=fake_command(tmp_path), replicas=2, poll_interval=0.2)  # fmt: skip
     service = start_user_service(config)
     try:
-        from envs.users.llm import LLMUserConfig
+        from arew.envs.users.llm import LLMUserConfig
 
         assert config.arew_agent.env_options.user_url == ",".join(service.urls) and len(service.urls) == 2
         assert LLMUserConfig(url=config.arew_agent.env_options.user_url).endpoints == tuple(u + "/chat/completions" for u in service.urls)

@@ -28,9 +28,9 @@ from arew.episodes import EpisodeLog, decision_keys
 from arew.verl_plugin import agent_loop
 from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
-from envs.preference.data import build_rows
-from envs.preference.env import PreferenceEnv
-from envs.registry import make_env
+from arew.envs.preference.data import build_rows
+from arew.envs.preference.env import PreferenceEnv
+from arew.envs.registry import make_env
 from fakes import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

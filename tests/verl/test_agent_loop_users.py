@@ -9,7 +9,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from arew.core import RECORDS_KEY, collect_segments
 from arew.verl_plugin.agent_loop import CritiqueAgentLoop
-from envs.registry import make_env
+from arew.envs.registry import make_env
 from fakes import ScriptedServer
 
 MEDIQ = {

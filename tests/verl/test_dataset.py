@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from arew.cli import main as arew_main
-from envs.registry import make_env
+from arew.envs.registry import make_env
 
 
 @pytest.mark.parametrize("task", ["pe-g-s2", "pe-f-d8"])

@@ -73,7 +73,7 @@ def loop_helpers(vllm_kit):
 def play_episode(loop_helpers, chat_tokenizer):
     """``await play_episode(row, texts, env_options)``: one episode of the arew agent loop (CritiqueAgentLoop) with
     the scripted policy ``texts`` and the environment options given; returns (output, the policy's prompts)."""
-    from envs.registry import make_env
+    from arew.envs.registry import make_env
 
     async def play(row, texts, env_options):
         policy = ScriptedServer(chat_tokenizer, texts)
@@ -137,7 +137,7 @@ class TestLaunchScript:
         assert vllm_kit.served_models(server.url) == [server.model]  # served under the model's name (here its folder)
 
     async def test_mediq_patient_answers_from_the_llm(self, launched, vllm_kit, loop_helpers, play_episode):
-        from envs.registry import make_env
+        from arew.envs.registry import make_env
 
         server, _, _ = launched
         options = {"user": "llm", "user_url": server.url, "user_model": server.model, **USER_LIMITS}
@@ -214,7 +214,7 @@ def ray_service(vllm_kit, scripted_model_dir, tmp_path_factory):
 
 class TestRayUserService:
     async def test_default_command_serves_vllm_on_the_logical_gpu(self, ray_service, vllm_kit):
-        from envs.users.client import ChatCompletionClient, ClientConfig
+        from arew.envs.users.client import ChatCompletionClient, ClientConfig
 
         server, service, config = ray_service
         assert config.arew_agent.env_options.user_url == server.url and config.arew_agent.env_options.user_model == server.model
@@ -243,7 +243,7 @@ class TestRayUserService:
         assert vllm_kit.wait_finished(server.url, before + 1) == before + 1
 
     async def test_mediq_patient_falls_back_on_a_reply_in_the_wrong_format(self, ray_service, vllm_kit, loop_helpers):
-        from envs.registry import make_env
+        from arew.envs.registry import make_env
 
         server, _, config = ray_service  # it answers "ROW: 2" to the patient prompt, which wants "FACTS: ..."
         before = vllm_kit.finished_requests(server.url)
@@ -266,8 +266,8 @@ def customer_server(launch_vllm, scripted_model_dir):
 
 class TestToolCallingCustomer:
     async def test_vllm_parses_the_scripted_tool_call(self, customer_server):
-        from envs.tau2.runtime import runtime
-        from envs.users.client import ChatCompletionClient, ClientConfig
+        from arew.envs.tau2.runtime import runtime
+        from arew.envs.users.client import ChatCompletionClient, ClientConfig
 
         tools = [spec.schema for spec in runtime().user_tools.values()]
         client = ChatCompletionClient(ClientConfig(url=customer_server.url, model="customer", timeout=120.0, max_retries=0))
@@ -275,8 +275,8 @@ class TestToolCallingCustomer:
         assert reply.finish_reason == "tool_calls" and [(c.name, c.arguments) for c in reply.tool_calls] == [("toggle_data", {})]
 
     async def test_customer_runs_the_tool_on_the_phone(self, customer_server, vllm_kit):
-        from envs.registry import make_env
-        from envs.tau2.tasks import build_splits
+        from arew.envs.registry import make_env
+        from arew.envs.tau2.tasks import build_splits
 
         info = build_splits("tau2-dual", n_train=1)["train"][0]
         env = make_env("tau2-dual", info, info["seed"], customer="llm", customer_url=customer_server.url, customer_model="customer",
@@ -308,8 +308,8 @@ class TestEvalEndpoint:
     def test_arew_eval_plays_preference_episodes_through_vllm(self, agent_server, vllm_kit, scripted_model_dir, tmp_path):
         from arew.cli import main
         from arew.episodes import episode_seed
-        from envs.registry import make_env
-        from envs.rows import read_rows
+        from arew.envs.registry import make_env
+        from arew.envs.rows import read_rows
 
         before = vllm_kit.finished_requests(agent_server.url)
         out = tmp_path / "out"

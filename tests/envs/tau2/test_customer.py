@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 pytest.importorskip("aiohttp")
 
 from arew.serving.ray_service import free_port  # noqa: E402
-from envs.parsing import chat_completion_message, chat_completion_text  # noqa: E402
-from envs.tau2 import customer as cm  # noqa: E402
-from envs.tau2.customer import (  # noqa: E402
+from arew.envs.parsing import chat_completion_message, chat_completion_text  # noqa: E402
+from arew.envs.tau2 import customer as cm  # noqa: E402
+from arew.envs.tau2.customer import (  # noqa: E402
     CUSTOMER_OPTIONS,
     OUT_OF_SCOPE,
     STOP,
@@ -31,7 +31,7 @@ from envs.tau2.customer import (  # noqa: E402
     make_customer,
     split_stop,
 )
-from envs.tau2.runtime import ToolCall, new_environment, runtime  # noqa: E402
+from arew.envs.tau2.runtime import ToolCall, new_environment, runtime  # noqa: E402
 from fakes import completion, delay  # noqa: E402
 
 # the share of base tasks whose expected user actions the offline customer performs for a scripted

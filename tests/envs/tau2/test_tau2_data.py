@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from envs.registry import make_env
-from envs.rows import read_rows
-from envs.tau2.env import Tau2Env
-from envs.tau2.tasks import split_ids, write_parquet
+from arew.envs.registry import make_env
+from arew.envs.rows import read_rows
+from arew.envs.tau2.env import Tau2Env
+from arew.envs.tau2.tasks import split_ids, write_parquet
 
 
 def test_task_sets(telecom):
@@ -51,7 +51,7 @@ def test_parquet_round_trip_rebuilds_identical_episodes(tmp_path, telecom, scrip
 
 def test_a_large_train_size_cycles_the_tasks_into_distinct_episodes():
     """verl drops an incomplete batch: 256-row batches need more rows than tau2's 74 training tasks."""
-    from envs.tau2.tasks import build_splits
+    from arew.envs.tau2.tasks import build_splits
 
     splits = build_splits("tau2-solo", n_train=200, n_val=100, seed=4)
     train = splits["train"]

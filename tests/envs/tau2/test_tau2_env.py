@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from envs.base import Channel
-from envs.parsing import payload_kind
-from envs.tau2.env import Tau2Env
-from envs.tau2.tasks import build_splits
+from arew.envs.base import Channel
+from arew.envs.parsing import payload_kind
+from arew.envs.tau2.env import Tau2Env
+from arew.envs.tau2.tasks import build_splits
 
 ANSWER = "<scratch>done</scratch><answer>Resolved.</answer>"
 
@@ -289,7 +289,7 @@ def test_import_reads_no_dotenv(tmp_path):
         "import os, dotenv\n"
         "called = []\n"
         "dotenv.load_dotenv = lambda *a, **k: called.append(1) or True\n"
-        "import envs.tau2.env\n"
+        "import arew.envs.tau2.env\n"
         "print(len(called), dotenv.load_dotenv.__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(_root()))
@@ -316,9 +316,9 @@ def test_rows_rebuild_the_same_episode():
 def test_the_offline_customer_is_the_default_and_its_counters_reach_the_proxies():
     import asyncio
 
-    from envs.registry import make_env
-    from envs.tau2.customer import OfflineCustomer
-    from envs.tau2.tasks import build_splits
+    from arew.envs.registry import make_env
+    from arew.envs.tau2.customer import OfflineCustomer
+    from arew.envs.tau2.tasks import build_splits
 
     info = build_splits("tau2-dual", n_train=1)["train"][0]
     env = make_env("tau2-dual", info, info["seed"])
@@ -331,7 +331,7 @@ def test_the_offline_customer_is_the_default_and_its_counters_reach_the_proxies(
 
 def test_the_registry_imports_tau2_only_when_a_tau2_task_is_used():
     code = (
-        "import sys, envs.registry as r; assert 'tau2' not in sys.modules and 'tau2-solo' in r.TASKS; "
+        "import sys, arew.envs.registry as r; assert 'tau2' not in sys.modules and 'tau2-solo' in r.TASKS; "
         "r.env_class('tau2-solo'); assert 'tau2' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(_root()))

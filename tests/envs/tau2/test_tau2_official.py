@@ -8,7 +8,7 @@ called (no telecom task has NL assertions). ``evaluate_simulation`` itself is ta
 With litellm installed the real modules are used.
 
 tau2's evaluator builds environments that use the class-wide ``default_vpn_details`` (the
-leak that :mod:`envs.tau2.runtime` removes from episodes); it is reset to its pristine value
+leak that :mod:`arew.envs.tau2.runtime` removes from episodes); it is reset to its pristine value
 before each evaluation so that every evaluation sees what a fresh process would.
 """
 
@@ -24,9 +24,9 @@ import types
 
 import pytest
 
-from envs.parsing import payload_kind
-from envs.tau2.env import Tau2Env
-from envs.tau2.runtime import PRISTINE_VPN_DETAILS, runtime
+from arew.envs.parsing import payload_kind
+from arew.envs.tau2.env import Tau2Env
+from arew.envs.tau2.runtime import PRISTINE_VPN_DETAILS, runtime
 
 APPS = ["messaging", "browser", "camera", "settings"]
 PERMISSIONS = ["storage", "sms", "camera", "location", "network"]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.parsing import MAX_TEXT_CHARS, ParseResult
-from envs.tau2.env import EpisodeDevice, Tau2Env
-from envs.tau2.runtime import runtime
-from envs.tau2.tools import (
+from arew.envs.parsing import MAX_TEXT_CHARS, ParseResult
+from arew.envs.tau2.env import EpisodeDevice, Tau2Env
+from arew.envs.tau2.runtime import runtime
+from arew.envs.tau2.tools import (
     ToolRequest,
     check_arguments,
     looks_like_tool_call,

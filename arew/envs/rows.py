@@ -1,0 +1,74 @@
+"""verl dataset rows of the tasks and their parquet splits, built the same way for every task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from arew.envs.base import ActiveReasoningEnv
+
+AGENT_NAME = "arew_agent"
+ABILITY = "active_reasoning"
+SPLIT_ORDER = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class TaskVariant:
+    """A named task variant; its rows are tagged ``arew/<name>`` (verl groups validation metrics by it)."""
+
+    name: str
+
+    @property
+    def data_source(self) -> str:
+        return f"arew/{self.name}"
+
+
+def verl_rows(
+    splits: dict[str, list[dict[str, Any]]],
+    env_cls: type[ActiveReasoningEnv],
+    data_source: str,
+    ground_truth: Callable[[dict[str, Any]], str],
+) -> dict[str, list[dict[str, Any]]]:
+    """verl rows per split from ``extra_info`` dicts, each all ``env_cls.from_row`` needs."""
+    return {
+        split: [
+            {
+                "data_source": data_source,
+                "prompt": env_cls.from_row(info, info["seed"]).initial_messages(),
+                "ability": ABILITY,
+                "reward_model": {"style": "rule", "ground_truth": ground_truth(info)},
+                "extra_info": info,
+                "agent_name": AGENT_NAME,
+            }
+            for info in infos
+        ]
+        for split, infos in splits.items()
+    }
+
+
+def write_splits(rows: dict[str, list[dict[str, Any]]], out_dir: str | Path) -> dict[str, Path]:
+    """Write ``<split>.parquet`` per split; return the paths in :data:`SPLIT_ORDER`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, split_rows in rows.items():
+        paths[split] = out / f"{split}.parquet"
+        pd.DataFrame(split_rows).to_parquet(paths[split], index=False)
+    return {split: paths[split] for split in SPLIT_ORDER}
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a split written by :func:`write_splits`, as plain Python (parquet gives numpy arrays)."""
+    return [_plain(row) for row in pd.read_parquet(path).to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:
+        return [_plain(item) for item in value]
+    return value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value

