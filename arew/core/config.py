@@ -1,17 +1,19 @@
 """The ``arew`` configuration section: typed, defaulted, validated at start-up.
 
 It lives under ``algorithm.arew`` in a verl config (verl passes the algorithm section to
-advantage estimators, and unknown keys there survive its dataclass conversion). Every key
-has a default; ``configs/base/arew.yaml`` documents them one per line.
+advantage estimators, and unknown keys there survive its dataclass conversion). Every key is
+declared once below (:mod:`arew.schema`): its default, its rules and the line that documents it in
+``configs/base/arew.yaml`` and ``docs/reference/configuration.md``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
+from typing import ClassVar
 
 from arew.core.records import CHANNELS
+from arew.schema import ConfigError, not_blank, parse_section, setting, subsection
 
 CHANNEL_SETS = {"off": (), "as": ("as",), "bt": ("bt",), "as+bt": ("as", "bt")}
 MODES = ("reweight", "intermediate_reward")
@@ -23,78 +25,159 @@ ON_INVALID = ("raise", "drop")
 SYNACT_CRITIQUES = ("off", "only", "fill")
 DIRECTIONS = ("auto", "outcome", "increment")
 
-
-class AReWConfigError(ValueError):
-    """An ``arew`` config value is invalid; the message names the full key."""
+AReWConfigError = ConfigError  # the name arew.core's callers catch; the message names the full key
 
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    start_step: int = 0
-    end_step: int | None = None
-    warmup_steps: int = 0
+    start_step: int = setting(
+        0,
+        "First trainer global step at which critiques apply (verl counts from 1: 0 and 1 both mean from the first step)",
+        low=0,
+    )
+    end_step: int | None = setting(None, "First global step at which they stop applying (null: never)", kind=int, low=0, nullable=True)
+    warmup_steps: int = setting(
+        0,
+        "Steps w of linear ramp: strength x1/w at the first step with critiques (max(start_step, 1)), x2/w at the next, full from w steps in (0: full at once)",
+        low=0,
+    )
 
 
 @dataclass(frozen=True)
 class NoiseConfig:
-    flip_prob: float = 0.0
-    neg_to_pos_prob: float = 0.0
-    seed: int = 0
+    flip_prob: float = setting(0.0, "Probability of flipping each non-zero critique's sign (Table 2's alpha)", low=0, high=1)
+    neg_to_pos_prob: float = setting(0.0, "Probability of turning each -1 critique into +1 (Table 4's false positives)", low=0, high=1)
+    seed: int = setting(0, "Seed of the noise generator (combined with the global step)", low=0)
 
 
 @dataclass(frozen=True)
 class WindowConfig:
-    keep: str = "all"
-    fraction: float = 0.4
-    fill: int = 0
+    keep: str = setting(
+        "all",
+        "Which turns of each trajectory keep their critiques: all | first | last (a turn: an action decision and the updates after it; the final answer belongs to the last turn; action-only tasks such as tau2: one decision per turn)",
+        choices=WINDOWS,
+    )
+    fraction: float = setting(0.4, "Fraction of each trajectory's turns kept by first/last (ceil(fraction * n_turns))", low=0, high=1)
+    fill: int = setting(0, "Critique given to every decision outside the kept turns: -1 | 0 | 1", choices=(-1, 0, 1))
 
 
 @dataclass(frozen=True)
 class SynActConfig:
-    monitor: bool = True
-    critiques: str = "off"
-    min_rollouts: int = 2
+    monitor: bool = setting(
+        True,
+        "Log SynAct's mutual information between a decision's action and the outcome class over GRPO groups (arew/synact/*; needs group ids)",
+    )
+    critiques: str = setting(
+        "off",
+        "MI critiques (+1/-1 at outcome-separating points) before the transforms: off | only (replace the rule critiques) | fill (where the rule gave 0); needs rollout.n > 1",
+        choices=SYNACT_CRITIQUES,
+    )
+    min_rollouts: int = setting(
+        2,
+        "Rollouts of one group that must reach the same state (same earlier actions and replies) for it to be a decision point",
+        low=2,
+    )
 
 
 @dataclass(frozen=True)
 class QualityConfig:
     """The live critique-accuracy estimate (:mod:`arew.core.quality`): smoothing and the near-chance warning."""
 
-    ema: float = 0.9
-    chance_band: float = 0.05
-    warn_after_steps: int = 10
-    min_decisions: int = 1
-    direction: str = "auto"  # what each decision's critique is scored against, see arew.core.quality.resolve_direction
+    DOC: ClassVar[str] = (
+        "Live critique accuracy per channel (arew/<ch>/accuracy): |a|-weighted share of non-zero critiques (after the transforms) whose sign matches "
+        "the decision's advantage estimate a (see direction); 0.5 = chance. Not estimated in mode=intermediate_reward; the state restarts on resume"
+    )
+
+    ema: float = setting(
+        0.9,
+        "Weight of the past in the smoothed accuracy (arew/<ch>/accuracy_ema, a ratio of running |A|-weighted sums; 0: this step only)",
+        low=0,
+        high=0.999,
+    )
+    chance_band: float = setting(
+        0.05,
+        "Half-width of the chance band around 0.5 in which the smoothed accuracy counts as near chance (arew/<ch>/near_chance_steps)",
+        low=0,
+        high=0.5,
+    )
+    warn_after_steps: int = setting(10, "Consecutive near-chance steps before one warning naming the channel (once per spell)", low=1)
+    min_decisions: int = setting(1, "Fewest scored decisions (non-zero critique and base advantage) for a step to enter the smoothed accuracy", low=1)
+    direction: str = setting(
+        "auto",
+        "The advantage estimate a (arew.core.quality.resolve_direction): increment (the decision's own share of GAE: A at its first policy token minus A at the next decision's; needs arew_gae with gamma*lam=1) | outcome (the base advantage's mean over the decision: the group-normalised outcome, R - V for GAE) | auto (increment where it exists, else outcome)",
+        choices=DIRECTIONS,
+    )
 
 
 @dataclass(frozen=True)
 class AdaptiveConfig:
     """Scale each channel's strength by its smoothed accuracy: 0 at chance, 1 from ``full_at`` on, after a warm-up."""
 
-    enabled: bool = False
-    full_at: float = 0.7
-    warmup_steps: int = 20  # global steps 1..warmup_steps keep the full strength (the estimate is still measured)
+    DOC: ClassVar[str] = (
+        "Adaptive strength: multiply each channel's lambda by clip((acc_ema - 0.5) / (full_at - 0.5), 0, 1) (arew/<ch>/adaptive_factor), from this "
+        "step's batch before reweighting; pooled grouping: one factor from both channels' accuracy"
+    )
+
+    enabled: bool = setting(
+        False,
+        "Scale lambda by the smoothed critique accuracy (mode=reweight only): for critiques of unknown quality; in the PE lab it fades sign-random critiques out and costs a little reward with good ones (arew/lab/README.md, Adaptive lambda)",
+    )
+    full_at: float = setting(
+        0.7,
+        "Smoothed accuracy at which the factor reaches 1 (> 0.5; the factor rises linearly from 0 at chance)",
+        low=0.5,
+        high=1,
+    )
+    warmup_steps: int = setting(
+        20,
+        "Global steps 1..warmup_steps keep the full strength while the estimate is measured: at the start of a self-locked run the outcome cannot see AS and an untrained critic misjudges it, and without a warm-up the factor switches off the critiques that break the lock",
+        low=0,
+    )
 
 
 @dataclass(frozen=True)
 class AReWConfig:
-    channels: str = "as+bt"
-    mode: str = "reweight"
-    grouping: str = "pooled"
-    weighting: str = "per_step"
-    negatives: str = "full"
-    lam: float = 1.0
-    lam_as: float | None = None
-    lam_bt: float | None = None
-    reward_coef: float = 0.1
-    on_invalid: str = "raise"
-    dump_dir: str | None = None
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    noise: NoiseConfig = field(default_factory=NoiseConfig)
-    window: WindowConfig = field(default_factory=WindowConfig)
-    synact: SynActConfig = field(default_factory=SynActConfig)
-    quality: QualityConfig = field(default_factory=QualityConfig)
-    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    DOC: ClassVar[str] = "The critique reweighting (arew.core), read by the AReW advantage estimators"
+
+    channels: str = setting("as+bt", "Which critique channels are used: off | as | bt | as+bt", choices=tuple(CHANNEL_SETS))
+    mode: str = setting(
+        "reweight",
+        "reweight (A + lambda*u, the method) | intermediate_reward (reward_coef*z added to rewards, Appendix A.2 baseline)",
+        choices=MODES,
+    )
+    grouping: str = setting(
+        "pooled",
+        "pooled: one P/N set per trajectory over AS and BT together | separate: one per channel (lam_as, lam_bt)",
+        choices=GROUPINGS,
+    )
+    weighting: str = setting(
+        "per_step",
+        "per_step: u = +1/|P|, -1/|N| per decision | per token, with s+/s- the model tokens under +1/-1: minority_fixed (smaller side +-lam), fixed_pos (+lam, -lam*s+/s-), fixed_neg (+lam*s-/s+, -lam), abs_sum (+lam/2s+, -lam/2s-) | step_abs_sum: +lam/2 and -lam/2 shared by the P and N decisions, non-final neutrals standing in for a missing side",
+        choices=WEIGHTINGS,
+    )
+    negatives: str = setting(
+        "full", "Negatives kept by step_abs_sum when |N| > |P|: full (all) | prefix (the first |P|) | suffix (the last |P|); stand-ins count", choices=NEGATIVES
+    )
+    lam: float = setting(1.0, "Critique strength lambda (the scale lam in the weighting formulas)", low=0)
+    lam_as: float | None = setting(None, "Strength of the AS channel when grouping=separate (null: lam)", kind=float, low=0, nullable=True)
+    lam_bt: float | None = setting(None, "Strength of the BT channel when grouping=separate (null: lam)", kind=float, low=0, nullable=True)
+    reward_coef: float = setting(0.1, "Intermediate-reward coefficient alpha (mode=intermediate_reward only)")
+    on_invalid: str = setting(
+        "raise", "Malformed critique records: raise (stop, naming the sample) | drop (ignore that sample's records, counted in arew/records_dropped)", choices=ON_INVALID
+    )
+    dump_dir: str | None = setting(
+        None,
+        "Folder for one advantages_step<N>.pt per training step (sample keys, episode names, response masks, final advantages, records, decision keys), to inspect the advantage stage (null: off)",
+        kind=str,
+        nullable=True,
+        rule=not_blank,
+    )
+    schedule: ScheduleConfig = subsection(ScheduleConfig)
+    noise: NoiseConfig = subsection(NoiseConfig)
+    window: WindowConfig = subsection(WindowConfig)
+    synact: SynActConfig = subsection(SynActConfig)
+    quality: QualityConfig = subsection(QualityConfig)
+    adaptive: AdaptiveConfig = subsection(AdaptiveConfig)
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:
@@ -112,148 +195,10 @@ def _fail(key: str, message: str) -> None:
     raise AReWConfigError(f"{key}: {message}")
 
 
-def _number(key: str, value, *, low: float | None = None, high: float | None = None, integer: bool = False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(key, f"expected a number, got {value!r}")
-    if not math.isfinite(value):
-        _fail(key, f"must be finite, got {value!r}")
-    if integer and int(value) != value:
-        _fail(key, f"expected an integer, got {value!r}")
-    if low is not None and value < low:
-        _fail(key, f"must be >= {low}, got {value!r}")
-    if high is not None and value > high:
-        _fail(key, f"must be <= {high}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _choice(key: str, value, options) -> str:
-    if not isinstance(value, str) or value not in options:
-        _fail(key, f"must be one of {list(options)}, got {value!r}")
-    return value
-
-
-def _flag(key: str, value) -> bool:
-    if not isinstance(value, bool):
-        _fail(key, f"expected true or false, got {value!r}")
-    return value
-
-
-def _section(cls, raw: Mapping | None, prefix: str, parsers: dict):
-    if raw is not None and not isinstance(raw, Mapping):
-        _fail(prefix, f"expected a mapping, got {type(raw).__name__} {raw!r}")
-    raw = {} if raw is None else dict(raw)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        _fail(f"{prefix}.{unknown[0]}", f"unknown key; valid keys are {sorted(known)}")
-    values = {name: parsers[name](f"{prefix}.{name}", raw[name]) for name in raw}
-    return cls(**values)
-
-
 def parse_config(raw: Mapping | None, prefix: str = "algorithm.arew") -> AReWConfig:
-    """Build an :class:`AReWConfig` from a plain mapping (or OmegaConf container), or fail naming the key."""
-    if raw is not None and not isinstance(raw, Mapping):
-        _fail(prefix, f"expected a mapping, got {type(raw).__name__}")
-    raw = {} if raw is None else {k: raw[k] for k in raw}
-
-    def optional_lam(key, value):
-        return None if value is None else _number(key, value, low=0.0)
-
-    def optional_end(key, value):
-        return None if value is None else _number(key, value, low=0, integer=True)
-
-    def fill(key, value):
-        value = _number(key, value, integer=True)
-        if value not in (-1, 0, 1):
-            _fail(key, f"must be -1, 0 or 1, got {value!r}")
-        return value
-
-    def optional_folder(key, value):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            _fail(key, f"expected a folder path or null, got {value!r}")
-        return value
-
-    def channels(key, value):
-        # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false.
-        return _choice(key, "off" if value is False else value, CHANNEL_SETS)
-
-    parsers = {
-        "channels": channels,
-        "mode": lambda k, v: _choice(k, v, MODES),
-        "grouping": lambda k, v: _choice(k, v, GROUPINGS),
-        "weighting": lambda k, v: _choice(k, v, WEIGHTINGS),
-        "negatives": lambda k, v: _choice(k, v, NEGATIVES),
-        "lam": lambda k, v: _number(k, v, low=0.0),
-        "lam_as": optional_lam,
-        "lam_bt": optional_lam,
-        "reward_coef": lambda k, v: _number(k, v),
-        "on_invalid": lambda k, v: _choice(k, v, ON_INVALID),
-        "dump_dir": optional_folder,
-        "schedule": lambda k, v: _section(
-            ScheduleConfig,
-            v,
-            k,
-            {
-                "start_step": lambda k2, v2: _number(k2, v2, low=0, integer=True),
-                "end_step": optional_end,
-                "warmup_steps": lambda k2, v2: _number(k2, v2, low=0, integer=True),
-            },
-        ),
-        "noise": lambda k, v: _section(
-            NoiseConfig,
-            v,
-            k,
-            {
-                "flip_prob": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
-                "neg_to_pos_prob": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
-                "seed": lambda k2, v2: _number(k2, v2, low=0, integer=True),
-            },
-        ),
-        "window": lambda k, v: _section(
-            WindowConfig,
-            v,
-            k,
-            {
-                "keep": lambda k2, v2: _choice(k2, v2, WINDOWS),
-                "fraction": lambda k2, v2: _number(k2, v2, low=0.0, high=1.0),
-                "fill": fill,
-            },
-        ),
-        "synact": lambda k, v: _section(
-            SynActConfig,
-            v,
-            k,
-            {
-                "monitor": _flag,
-                # YAML 1.1 (OmegaConf) reads a bare `off` as boolean false
-                "critiques": lambda k2, v2: _choice(k2, "off" if v2 is False else v2, SYNACT_CRITIQUES),
-                "min_rollouts": lambda k2, v2: _number(k2, v2, low=2, integer=True),
-            },
-        ),
-        "quality": lambda k, v: _section(
-            QualityConfig,
-            v,
-            k,
-            {
-                "ema": lambda k2, v2: _number(k2, v2, low=0.0, high=0.999),
-                "chance_band": lambda k2, v2: _number(k2, v2, low=0.0, high=0.5),
-                "warn_after_steps": lambda k2, v2: _number(k2, v2, low=1, integer=True),
-                "min_decisions": lambda k2, v2: _number(k2, v2, low=1, integer=True),
-                "direction": lambda k2, v2: _choice(k2, v2, DIRECTIONS),
-            },
-        ),
-        "adaptive": lambda k, v: _section(
-            AdaptiveConfig,
-            v,
-            k,
-            {
-                "enabled": _flag,
-                "full_at": lambda k2, v2: _number(k2, v2, low=0.5, high=1.0),
-                "warmup_steps": lambda k2, v2: _number(k2, v2, low=0, integer=True),
-            },
-        ),
-    }
-    config = _section(AReWConfig, raw, prefix, parsers)
+    """Build an :class:`AReWConfig` from a plain mapping (or OmegaConf container), or fail naming the key;
+    the rules between keys are checked here, each key's own ones by its declaration."""
+    config = parse_section(AReWConfig, raw, prefix)
     sched = config.schedule
     if sched.end_step is not None and sched.end_step <= sched.start_step:
         _fail(f"{prefix}.schedule.end_step", f"must be > start_step ({sched.start_step}), got {sched.end_step}")

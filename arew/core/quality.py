@@ -112,12 +112,6 @@ def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.T
     )
 
 
-def critique_accuracy(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> dict[str, float]:
-    """This batch's accuracy per channel (only channels with a scored decision), see the module docstring."""
-    agree, total, _ = accuracy_sums(label, channel, advantage)
-    return {name: float(agree[i] / total[i]) for i, name in enumerate(CHANNELS) if total[i] > 0}
-
-
 def adaptive_factor(accuracy: float | None, full_at: float) -> float:
     """0 at or below chance, rising linearly to 1 at ``full_at``; 1 while there is no estimate yet.
 

@@ -40,7 +40,6 @@ from arew.core.transforms import turn_index
 
 KEYS_KEY = "arew_decision_keys"
 _KEY_FIELDS = frozenset(("state", "action"))
-_KEY_LIMIT = 2**63
 # MI below this is rounding (a constant outcome gives exactly 0; the smallest real value at k rollouts is far larger)
 _MI_TOLERANCE = 1e-9
 SYNACT_MODES = ("off", "only", "fill")

@@ -1,4 +1,4 @@
-"""Critique transforms for the paper's robustness studies (SPEC section 1).
+"""Critique transforms for the paper's robustness studies (docs/method.md §5).
 
 Applied in a fixed order to the batch's labels, before they become coefficients:
 window (keep the first/last fraction of each trajectory's turns, fill the rest),

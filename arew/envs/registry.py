@@ -1,53 +1,143 @@
-"""Task name -> environment class, for the agent loop's dispatch on ``extra_info["task"]``.
+"""Tasks by name: each names its environment class and its data preparation, imported on first use.
 
-tau2 telecom is imported on first use: its package takes most of a second to import and is
-only needed by runs of that task.
+A package adds tasks without a line of AReW changed: it declares a sequence of :class:`TaskSpec`
+and points an entry point of the ``arew.tasks`` group at it in its ``pyproject.toml``::
+
+    [project.entry-points."arew.tasks"]
+    my_tasks = "my_package.tasks:TASK_SPECS"
+
+The built-in tasks register the same way (AReW's own ``pyproject.toml``). Everything that takes a
+task name reads this one registry: ``arew prepare``, ``arew eval``, ``arew smoke``, the agent loop
+and the trainer's start-up checks. Specs name their code as ``"package.module:attribute"`` strings,
+imported when a task is used, so listing the tasks never pays for a task's heavy dependencies (tau2's
+package takes most of a second to import).
+:func:`register` adds tasks in-process (a notebook, a test).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import importlib
+import importlib.metadata
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from arew.envs.base import ActiveReasoningEnv
-from arew.envs.flodial import VARIANTS as FLODIAL_VARIANTS
-from arew.envs.flodial import FloDialEnv
-from arew.envs.flodial.data import write_parquet as write_flodial_parquet
-from arew.envs.mediq import TASK as MEDIQ
-from arew.envs.mediq import MediQEnv
-from arew.envs.mediq.data import write_parquet as write_mediq_parquet
 from arew.envs.options import check_options
-from arew.envs.preference import VARIANTS, PreferenceEnv
-from arew.envs.preference.data import write_parquet as write_preference_parquet
 from arew.envs.users import USER_OPTIONS, make_user, split_user_options
 
-TAU2_TASKS = ("tau2-solo", "tau2-dual")
+ENTRY_POINT_GROUP = "arew.tasks"
+# task names become Hydra group entries (task=NAME), data sources (arew/NAME) and folder names
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+SOURCE_MODES = ("none", "optional", "required")
 
 
-def _tau2_env() -> type[ActiveReasoningEnv]:
-    from arew.envs.tau2.env import Tau2Env
-
-    return Tau2Env
+class TaskRegistryError(ValueError):
+    """A task declared wrongly (a bad name or target, a clash between packages, a target that does not load)."""
 
 
-_CLASSES: dict[str, Callable[[], type[ActiveReasoningEnv]]] = {name: lambda: PreferenceEnv for name in VARIANTS}
-_CLASSES[MEDIQ] = lambda: MediQEnv
-_CLASSES.update({name: lambda: FloDialEnv for name in FLODIAL_VARIANTS})
-_CLASSES.update({name: _tau2_env for name in TAU2_TASKS})
-TASKS: tuple[str, ...] = tuple(_CLASSES)
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task. ``env`` and ``prepare`` are ``"package.module:attribute"`` strings, imported on first use.
 
-# the tasks whose raw data must be given (tau2 ships its own)
-SOURCE_HELP = {
-    MEDIQ: "a MediQ jsonl file (e.g. all_dev_good.jsonl) or its http(s) URL",
-    **{name: "a folder of FloDial flowchart json files (knowledge-sources)" for name in FLODIAL_VARIANTS},
-}
+    ``prepare(task, out_dir, *, n_train, n_val, n_test, seed, source)`` writes the verl parquet splits
+    (:func:`arew.envs.rows.write_splits`) and returns their paths. ``source`` says whether the task is
+    built from raw data the user gives (``--source``): "none" (synthetic), "optional" or "required";
+    ``source_help`` says what that data is.
+    """
+
+    name: str
+    env: str
+    prepare: str
+    description: str
+    source: str = "none"
+    source_help: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise TaskRegistryError(f"task name {self.name!r}: use lower-case letters, digits, '-', '_' or '.'")
+        for field_name in ("env", "prepare"):
+            if not _TARGET.fullmatch(getattr(self, field_name)):
+                raise TaskRegistryError(
+                    f"task {self.name!r}: {field_name}={getattr(self, field_name)!r} is not 'package.module:attribute'"
+                )
+        if self.source not in SOURCE_MODES:
+            raise TaskRegistryError(f"task {self.name!r}: source={self.source!r}, expected one of {list(SOURCE_MODES)}")
+        if self.source != "none" and not self.source_help:
+            raise TaskRegistryError(f"task {self.name!r}: a task that reads --source says what it is in source_help")
+
+
+_registered: dict[str, tuple[TaskSpec, str]] = {}
+
+
+def _add(into: dict[str, tuple[TaskSpec, str]], specs: Iterable[Any], origin: str) -> None:
+    for spec in specs:
+        if not isinstance(spec, TaskSpec):
+            raise TaskRegistryError(f"{origin}: expected TaskSpec entries, got {type(spec).__name__}")
+        if spec.name in into and into[spec.name][1] != origin:
+            raise TaskRegistryError(f"task {spec.name!r} is registered twice: by {into[spec.name][1]} and by {origin}")
+        into[spec.name] = (spec, origin)
+
+
+@functools.cache
+def _installed() -> dict[str, tuple[TaskSpec, str]]:
+    found: dict[str, tuple[TaskSpec, str]] = {}
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        origin = f"entry point {entry.name} = {entry.value!r}" + (f" of {entry.dist.name}" if entry.dist else "")
+        try:
+            specs = entry.load()
+        except Exception as error:  # a broken plugin names itself instead of breaking every task
+            raise TaskRegistryError(f"{origin}: cannot load it: {error}") from error
+        _add(found, specs, origin)
+    return found
+
+
+def register(*specs: TaskSpec) -> None:
+    """Add tasks in this process; a name may not clash with an installed task's (registering it again replaces it)."""
+    _add({**_installed(), **_registered}, specs, "register()")  # raises on a clash with an installed task
+    _add(_registered, specs, "register()")
+
+
+def unregister(name: str) -> None:
+    """Remove a task added by :func:`register`."""
+    _registered.pop(name, None)
+
+
+def task_specs() -> dict[str, TaskSpec]:
+    """Every known task by name: the installed packages' and those added by :func:`register`."""
+    return {name: spec for name, (spec, _) in {**_installed(), **_registered}.items()}
+
+
+def task_names() -> tuple[str, ...]:
+    return tuple(task_specs())
+
+
+def task_spec(task_name: str) -> TaskSpec:
+    specs = task_specs()
+    if task_name not in specs:
+        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(specs)}")
+    return specs[task_name]
+
+
+def _load(spec: TaskSpec, field_name: str) -> Any:
+    target = getattr(spec, field_name)
+    module_name, attribute = target.split(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise TaskRegistryError(f"task {spec.name!r}: cannot import {field_name} {target!r}: {error}") from error
 
 
 def env_class(task_name: str) -> type[ActiveReasoningEnv]:
-    if task_name not in _CLASSES:
-        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(TASKS)}")
-    return _CLASSES[task_name]()
+    spec = task_spec(task_name)
+    loaded = _load(spec, "env")
+    if not (isinstance(loaded, type) and issubclass(loaded, ActiveReasoningEnv)):
+        raise TaskRegistryError(f"task {task_name!r}: {spec.env} is not an ActiveReasoningEnv subclass")
+    return loaded
 
 
 def check_env_options(task_name: str, options: dict[str, Any], prefix: str = "arew_agent.env_options") -> None:
@@ -75,19 +165,21 @@ def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: A
 def prepare_task(
     task_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int, source: str | None = None
 ) -> dict[str, Path]:
-    """Write the task's verl parquet splits; ``source`` is the raw data for tasks built from public files
+    """Write the task's verl parquet splits; ``source`` is the raw data of tasks built from public files
     (for tau2, which ships its data, the task set; the sizes cap its splits)."""
-    env_class(task_name)
-    if task_name in TAU2_TASKS:
-        from arew.envs.tau2.tasks import write_parquet as write_tau2_parquet
+    spec = task_spec(task_name)
+    if spec.source == "none" and source is not None:
+        raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")
+    if spec.source == "required" and source is None:
+        raise ValueError(f"task {task_name!r} needs --source: {spec.source_help}")
+    prepare: Callable[..., dict[str, Path]] = _load(spec, "prepare")
+    return prepare(task_name, out_dir, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed, source=source)
 
-        return write_tau2_parquet(task_name, out_dir, source or "base", n_train, n_val, n_test, seed)
-    if task_name in VARIANTS:
-        if source is not None:
-            raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")
-        return write_preference_parquet(task_name, out_dir, n_train, n_val, n_test, seed)
-    if source is None:
-        raise ValueError(f"task {task_name!r} needs --source: {SOURCE_HELP[task_name]}")
-    if task_name == MEDIQ:
-        return write_mediq_parquet(source, out_dir, n_train, n_val, n_test, seed)
-    return write_flodial_parquet(source, task_name, out_dir, n_train, n_val, n_test, seed)
+
+def describe(specs: Sequence[TaskSpec] | None = None) -> str:
+    """The tasks, one paragraph each, for the epilog of a command's help."""
+    lines = ["tasks (arew/envs/registry.py; packages add their own):"]
+    for spec in specs if specs is not None else task_specs().values():
+        needs = {"none": "", "optional": "\n      --source (optional): ", "required": "\n      --source (required): "}
+        lines.append(f"  {spec.name}: {spec.description}{needs[spec.source]}{spec.source_help}")
+    return "\n".join(lines)

@@ -24,7 +24,7 @@ from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
 from arew.eval.transcript import TokenCounter
-from arew.envs.registry import SOURCE_HELP, TASKS, check_env_options, prepare_task
+from arew.envs.registry import check_env_options, describe, prepare_task, task_names, task_spec
 from arew.envs.rows import read_rows
 
 SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
@@ -34,7 +34,8 @@ DEFAULT_MODEL_SIZES = {"limit": 4, "response_length": 768, "max_tokens_per_turn"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", choices=TASKS)
+    parser.epilog, parser.formatter_class = describe(), argparse.RawDescriptionHelpFormatter
+    parser.add_argument("task", choices=task_names(), metavar="task", help="a registered task (listed below)")
     parser.add_argument("--model", default=None,
                         help="a Hugging Face model folder or verl checkpoint (default: SmolLM2-135M-Instruct, offline); "
                              "with --endpoint, the served model's name")  # fmt: skip
@@ -86,7 +87,7 @@ def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The rows to evaluate: ``--data``, or the task's split, prepared on the fly for synthetic tasks."""
     path = Path(args.data) if args.data else Path(args.data_dir) / args.task / f"{args.split}.parquet"
     if not path.exists():
-        if args.data or args.task in SOURCE_HELP:
+        if args.data or task_spec(args.task).source == "required":
             raise FileNotFoundError(f"no data at {path}; write it with: arew prepare {args.task} --out {path.parent} --source ...")
         prepare_task(args.task, path.parent, n_train=1, n_val=1, n_test=SYNTHETIC_TEST_ROWS, seed=0)
     rows = read_rows(path)

@@ -1,6 +1,6 @@
 """The endpoint backend of ``arew eval``: any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs).
 
-:class:`EndpointModel` sends each turn through :class:`arew.envs.users.client.ChatCompletionClient`,
+:class:`EndpointModel` sends each turn through :class:`arew.chat.ChatCompletionClient`,
 the client the LLM simulated user relies on: a concurrency limit per endpoint and process, a
 timeout per attempt (the wait for a slot included), retries with exponential backoff on timeouts,
 connection errors and HTTP 408/429/5xx, a circuit breaker per endpoint and process, a cap on the
@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
+from arew.chat import ChatCompletionClient, ChatReply, ClientConfig, RequestFailed
 from arew.eval.model import Completion, GenerationError, GenerationParams
-from arew.envs.users.client import ChatCompletionClient, ChatReply, ClientConfig, RequestFailed
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 DEFAULT_TIMEOUT = 120.0

@@ -1,3 +1,3 @@
 """The self-locking lab: a CPU testbed where a tiny agent plays the project's PE environment
 through text and is trained with verl's estimators, with and without AReW (``arew lab``;
-see README.md in this folder)."""
+see docs/guides/lab.md)."""

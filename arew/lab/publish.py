@@ -1,16 +1,16 @@
 """``python -m arew.lab.publish RUN_DIR``: write a default ``arew lab`` run's table into the READMEs.
 
 The published lab numbers are generated, never typed: each README holds its table between
-two markers, each on its own line (a marker quoted inside a line is text), and this command replaces exactly the text between them with the run's
+two markers (:mod:`arew.markdown_blocks`), and this command replaces exactly the text between them with the run's
 ``results.md`` (nothing else in the file changes)::
 
-    <!-- lab:default:start -->          arew/lab/README.md: results.md as `arew lab` prints it
+    <!-- lab:default:start -->          docs/reference/lab-results.md: results.md as `arew lab` prints it
     <!-- lab:default:end -->
-    <!-- lab:default-summary:start -->  README.md: the same cells, fewer columns
+    <!-- lab:default-summary:start -->  docs/guides/lab.md: the same cells, fewer columns
     <!-- lab:default-summary:end -->
 
 A study's folder (``arew lab --study NAME`` writes ``<out>/<NAME>/``, its config.json
-records the study) goes into arew/lab/README.md only, between
+records the study) goes into docs/reference/lab-results.md only, between
 ``<!-- lab:study:<NAME>:start -->`` and ``<!-- lab:study:<NAME>:end -->``; a folder of study
 folders (``--study all``) publishes each of them.
 
@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import asdict
 from pathlib import Path
 
 from arew.lab.config import LabConfig
+from arew.markdown_blocks import BlockError, has_block, markers, replace_block
 
 REPO = Path(__file__).resolve().parents[2]
-TARGETS = (REPO / "arew" / "lab" / "README.md", REPO / "README.md")
+TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guides" / "lab.md")
 STUDY_TARGETS = TARGETS[:1]
-BLOCKS = ("default", "default-summary")
 # columns of the README.md summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
 
@@ -64,34 +63,16 @@ def summary_table(results_md: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _markers(name: str) -> tuple[str, str]:
-    return f"<!-- lab:{name}:start -->", f"<!-- lab:{name}:end -->"
-
-
-def replace_block(text: str, name: str, content: str) -> str:
-    """``text`` with the lines between ``name``'s start and end markers replaced by ``content``."""
-    return replace_between(text, *_markers(name), content)
-
-
-def replace_between(text: str, start: str, end: str, content: str) -> str:
-    """``text`` with the lines between the one ``start`` line and the one ``end`` line replaced by ``content``."""
-    pattern = re.compile(rf"(^{re.escape(start)}[ \t]*\n)(.*?)(^{re.escape(end)}[ \t]*$)", re.M | re.S)
-    found = pattern.findall(text)
-    starts, ends = (len(re.findall(rf"^{re.escape(m)}[ \t]*$", text, re.M)) for m in (start, end))
-    if len(found) != 1 or starts != 1 or ends != 1:
-        raise PublishError(f"expected one {start} ... {end} block (each marker on its own line), found {len(found)}")
-    return pattern.sub(lambda m: m.group(1) + content + m.group(3), text)
-
-
 def blocks_for(results_md: str) -> dict[str, str]:
-    return {"default": results_md, "default-summary": summary_table(results_md)}
+    """The default run's README blocks (:mod:`arew.markdown_blocks` names) and their contents."""
+    return {"lab:default": results_md, "lab:default-summary": summary_table(results_md)}
 
 
 def publish_text(text: str, blocks: dict[str, str]) -> str:
     """Replace every block of ``blocks`` present in ``text``; at least one must be."""
-    present = [name for name in blocks if any(re.search(rf"^{re.escape(m)}", text, re.M) for m in _markers(name))]
+    present = [name for name in blocks if has_block(text, name)]
     if not present:
-        names = ", ".join(_markers(name)[0] for name in blocks)
+        names = ", ".join(markers(name)[0] for name in blocks)
         raise PublishError(f"no lab table markers ({names}) found")
     for name in present:
         text = replace_block(text, name, blocks[name])
@@ -157,7 +138,7 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
     if study is not None:
         if not any_config:
             check_study(run)
-        blocks = {f"study:{study}": (run / "results.md").read_text()}
+        blocks = {f"lab:study:{study}": (run / "results.md").read_text()}
         targets = STUDY_TARGETS if targets is None else targets
     else:
         if not any_config:
@@ -168,7 +149,7 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
     for path in targets:
         try:
             new[path] = publish_text(path.read_text(), blocks)
-        except PublishError as error:
+        except (PublishError, BlockError) as error:
             raise PublishError(f"{path}: {error}") from None
     for path, text in new.items():
         path.write_text(text)

@@ -7,12 +7,16 @@ update round, and it carries no new information), so an episode has 2H decisions
 "token" each: position 2t is action t (channel "as"), 2t+1 the update after it ("bt").
 Everything the trainer needs about the agent's choices is kept as tensors, so the PPO
 epochs recompute log-probabilities without replaying the environment.
+
+The loop is the lab's own, not :func:`arew.episodes.play`: it steps every episode of the batch
+in lockstep so that its policy scores one tensor batch per round. Its SynAct keys are the
+trainer's (:mod:`arew.episodes.keys`, hashed from the texts sent and the replies got), so the lab
+measures exactly what training measures.
 """
 
 from __future__ import annotations
 
 import asyncio
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,9 +25,10 @@ import torch
 from arew.core import Segments, collect_segments, make_record
 from arew.core.records import CHANNELS
 from arew.core.synact import DecisionKeys
-from arew.lab.agent import Critic, History, LabPolicy, QuerySpace, sample
-from arew.envs.preference.rules import ANSWER_WORDS
+from arew.envs.preference import ANSWER_WORDS
 from arew.envs.registry import make_env
+from arew.episodes import EpisodeLog, decision_keys
+from arew.lab.agent import Critic, History, LabPolicy, QuerySpace, sample
 
 ANSWER_SIGNS = {word: sign for sign, word in ANSWER_WORDS.items()}
 DIAGNOSTICS = ("i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess", "n_informative")
@@ -52,7 +57,7 @@ class Rollout:
     texts: list[list[str]]  # every text sent to the environment, per episode, answer last
     diagnostics: dict[str, float]
     replies: list[list[str]] = field(default_factory=list)  # the environment's message after each decision
-    state_keys: torch.Tensor | None = None  # (B, 2H) SynAct state key of each decision (arew.core.synact); None: not kept
+    state_keys: torch.Tensor | None = None  # (B, 2H) SynAct state key of each decision (arew.episodes.keys); None: not kept
     action_keys: torch.Tensor | None = None  # (B, 2H) its action key
 
     @property
@@ -76,28 +81,13 @@ class Rollout:
         return DecisionKeys(state, action, np.ones(len(state), dtype=bool))
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(key: np.ndarray, *values: np.ndarray) -> np.ndarray:
-    """(B,) uint64 keys with ``values`` (B,) folded in, by splitmix64's finaliser: equal inputs, equal keys."""
-    with np.errstate(over="ignore"):
-        for value in values:
-            key = key ^ (np.asarray(value).astype(np.uint64) + _GOLDEN + (key << np.uint64(6)) + (key >> np.uint64(2)))
-            key = (key ^ (key >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            key = (key ^ (key >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            key = key ^ (key >> np.uint64(31))
-    return key
-
-
-def _reply_codes(steps) -> np.ndarray:
-    """A stable code of each environment reply (the text the agent reads next)."""
-    return np.array([zlib.crc32(step.feedback.encode()) for step in steps], dtype=np.uint64)
-
-
-def _keys_as_int(keys: list[np.ndarray]) -> torch.Tensor:
-    """(B, n) int64 tensor of the contract's range [0, 2**63) from n (B,) uint64 key arrays."""
-    return torch.from_numpy((np.stack(keys, 1) >> np.uint64(1)).astype(np.int64))
+def _keys(texts: list[list[str]], replies: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 2H) state and action keys, hashed from the texts and replies as the trainer hashes its episodes'."""
+    keys = [
+        decision_keys(EpisodeLog(channels=[CHANNELS[p % 2] for p in range(len(got))], texts=sent[: len(got)], replies=list(got)))
+        for sent, got in zip(texts, replies)
+    ]
+    return tuple(torch.tensor([k[name] for k in keys], dtype=torch.long) for name in ("state", "action"))
 
 
 def _chosen(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -141,10 +131,6 @@ def rollout(
         + ("v_as", "v_bt", "z_as", "z_bt", "ok_as", "ok_bt", "p_as", "p_bt")
     }
     rows_index = torch.arange(batch)
-    # SynAct keys: the state folds in each decision's channel, action and the environment's reply to it
-    state = np.zeros(batch, dtype=np.uint64)
-    state_keys: list[np.ndarray] = []
-    action_keys: list[np.ndarray] = []
     loop = asyncio.new_event_loop()
     try:
         for turn in range(space.max_turns):
@@ -175,10 +161,6 @@ def rollout(
             keep["ok_as"].append(torch.ones(batch, dtype=torch.bool))
             keep["p_as"].append(informative)
             history.record_query(query, answer, informative)
-            action = _mix(np.zeros(batch, dtype=np.uint64), query.numpy())
-            state_keys.append(state)
-            action_keys.append(action)
-            state = _mix(state, np.zeros(batch), action, _reply_codes(steps))
 
             features = history.bt_features(turn)
             logits = policy.bt_logits(features)
@@ -197,10 +179,6 @@ def rollout(
             keep["z_bt"].append(torch.tensor([step.critique for step in steps]))
             keep["ok_bt"].append(ok)
             keep["p_bt"].append(torch.tensor([step.info["bt_proxy"] for step in steps], dtype=torch.float32))
-            action = _mix(np.zeros(batch, dtype=np.uint64), *move.numpy().T)
-            state_keys.append(state)
-            action_keys.append(action)
-            state = _mix(state, np.ones(batch), action, _reply_codes(steps))
             for episode, (question, guess) in enumerate(zip(sent, guesses)):
                 texts[episode] += [question, guess]
     finally:
@@ -211,6 +189,7 @@ def rollout(
         texts[episode].append(final)
 
     value_features = _interleave(keep["v_as"], keep["v_bt"])
+    state_keys, action_keys = _keys(texts, replies)
     diagnostics = {}
     if diagnose:
         proxies = [env.proxies() for env in envs]
@@ -234,6 +213,6 @@ def rollout(
         texts=texts,
         diagnostics=diagnostics,
         replies=replies,
-        state_keys=_keys_as_int(state_keys),
-        action_keys=_keys_as_int(action_keys),
+        state_keys=state_keys,
+        action_keys=action_keys,
     )

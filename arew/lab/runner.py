@@ -20,8 +20,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 from arew.envs.preference.generator import VARIANTS
+from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 
 _progress_queue = None
 

@@ -18,7 +18,7 @@ Adding a study is one entry in ``STUDIES``::
     ),
 
 then ``arew lab --study my-study``, and (for the README) a ``<!-- lab:study:my-study:start -->``
-/ ``<!-- lab:study:my-study:end -->`` pair in ``arew/lab/README.md`` and
+/ ``<!-- lab:study:my-study:end -->`` pair in ``docs/reference/lab-results.md`` and
 ``python -m arew.lab.publish <out>/my-study``.
 """
 

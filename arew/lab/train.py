@@ -22,11 +22,11 @@ from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, CritiqueInjection, QualityTracker, reweight, shape_rewards
 from arew.core.synact import apply_synact, synact
+from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.rollout import Rollout, rollout
-from arew.envs.preference.generator import VARIANTS, generate_splits
 
 LOG_COLUMNS = (
     "step",

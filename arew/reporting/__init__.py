@@ -1,1 +1,1 @@
-"""What a user watches of a run: the dashboard's panels (W&B and offline) and the rollout tables."""
+"""What a user reads after (or beside) a run, offline: the HTML report, the W&B dashboard and its panel list."""

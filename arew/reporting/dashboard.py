@@ -22,8 +22,8 @@ import argparse
 import re
 from dataclasses import dataclass
 
+from arew.metrics.wandb_credentials import HOW_TO_LOG_IN, has_wandb_credentials, wandb_host
 from arew.reporting import panels as panel_list
-from arew.reporting.credentials import HOW_TO_LOG_IN, has_wandb_credentials, wandb_host
 
 DEFAULT_VARIANTS = "vanilla=vanilla,as-only=as_only,as+bt=as_bt"  # the recipes' variant names, used as groups
 REPORT_PANELS = ("Training reward", "AS proxy", "BT proxy", "I_AS (nats)", "C_BT")  # Figs. 3-4, by panel title

@@ -1,6 +1,6 @@
-"""``python -m arew.reporting.readme``: write the dashboard's panel list into README.md.
+"""``python -m arew.reporting.readme``: write the dashboard's panel list into docs/guides/dashboards.md.
 
-The list is generated from ``arew.reporting.panels``, never typed: README.md holds it between
+The list is generated from ``arew.reporting.panels``, never typed: that page holds it between
 ``<!-- panels:start -->`` and ``<!-- panels:end -->`` (each on its own line), and a test checks that
 regenerating it changes nothing, so a renamed or added panel fails a test until this is rerun.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from arew.lab.publish import PublishError, replace_between
+from arew.markdown_blocks import BlockError, replace_block
 from arew.reporting.panels import ROLLOUT_TABLES, SECTIONS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-START, END = "<!-- panels:start -->", "<!-- panels:end -->"
+README = Path(__file__).resolve().parents[2] / "docs" / "guides" / "dashboards.md"
+BLOCK = "panels"  # the page's <!-- panels:start --> ... <!-- panels:end --> (arew.markdown_blocks)
 NEEDS_WORDS = {
     "pe": "preference-estimation tasks",
     "choice": "tasks with a gold option",
@@ -42,7 +42,7 @@ def panel_lines() -> str:
 
 def render(text: str) -> str:
     """``text`` (a README) with its panel block regenerated."""
-    return replace_between(text, START, END, panel_lines())
+    return replace_block(text, BLOCK, panel_lines())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         args.readme.write_text(render(args.readme.read_text()))
-    except (PublishError, FileNotFoundError) as error:
+    except (BlockError, FileNotFoundError) as error:
         raise SystemExit(f"{args.readme}: {error}") from None
     print(f"wrote the panel list into {args.readme}")
 

@@ -21,7 +21,7 @@ same URL) when it exits, up to ``max_restarts`` times per replica, each restart 
 replica's number and counted (``user_service/restarts``: all replicas' restarts;
 ``user_service/replicas_up``: replicas whose server is running). With ``replicas`` > 1 the
 replicas' URLs reach the env options joined by commas, and the client
-(:mod:`arew.envs.users.client`) spreads requests over them under its one concurrency limit, with a
+(:mod:`arew.chat.client`) spreads requests over them under its one concurrency limit, with a
 circuit breaker per replica: while one replica is down or restarting its requests in flight are
 retried on the others, and only when every replica fails do episodes fall back to the offline
 user (``episode/proxy_user_fallbacks/mean``).

@@ -17,8 +17,10 @@ same flags as ``vllm serve`` and also works with vLLM's CPU build (distribution 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from arew.schema import not_blank, parse_section, setting
 
 SECTION = "arew_user_service"
 MODES = ("external", "ray")
@@ -31,54 +33,53 @@ DEFAULT_COMMAND = (
 )
 
 
+def _url_path(path: str) -> str | None:
+    return None if path.startswith("/") else "be a path starting with '/'"
+
+
 @dataclass(frozen=True)
 class ServiceSettings:
-    """``arew_user_service``: see ``configs/base/arew.yaml`` for each key's meaning."""
+    """``arew_user_service``; each key is declared (and documented) once, here."""
 
-    mode: str = "external"
-    model: str | None = None
-    tensor_parallel_size: int = 1
-    replicas: int = 1
-    command: str | None = None
-    extra_args: str = "--gpu-memory-utilization 0.9 --max-model-len 8192 --enable-auto-tool-choice --tool-call-parser hermes"
-    health_path: str = "/health"
-    startup_timeout: float = 900.0
-    max_restarts: int = 3
-    poll_interval: float = 2.0
-    cpus_per_replica: float = 1.0
-    placement: str = "SPREAD"
+    DOC: ClassVar[str] = "The simulated user's (tau2-dual: customer's) inference server as a service of the run's Ray cluster (arew.serving)."
+
+    mode: str = setting(
+        "external",
+        "external: use arew_agent.env_options' user_url / customer_url as given (AREW_USER_URL) | ray: start the server in the Ray cluster, reserve its GPUs there, hand its URL to every agent-loop worker",
+        choices=MODES,
+        yaml="${oc.env:AREW_USER_SERVICE,external}",
+    )
+    model: str | None = setting(None, "Model to serve (null: the env options' user_model / customer_model)", kind=str, nullable=True, rule=not_blank)
+    tensor_parallel_size: int = setting(1, "GPUs per replica (vLLM --tensor-parallel-size)", low=1)
+    replicas: int = setting(
+        1,
+        "Server replicas, each its own placement-group bundle of tensor_parallel_size GPUs and its own port; the user's client spreads requests over them (comma-separated URL) under one concurrency limit, a circuit breaker per replica",
+        low=1,
+    )
+    command: str | None = setting(
+        None,
+        'Shell command that serves the model (gets PORT, MODEL, TP, HOST and PYTHON, the Ray actor\'s interpreter, in its environment); null: "$PYTHON" -m vllm.entrypoints.openai.api_server (vllm serve\'s flags; runs with vLLM\'s CPU build too, where vllm serve fails) with extra_args',
+        kind=str,
+        nullable=True,
+        rule=not_blank,
+        yaml="${oc.env:AREW_USER_SERVER_CMD,null}",
+    )
+    extra_args: str = setting(
+        "--gpu-memory-utilization 0.9 --max-model-len 8192 --enable-auto-tool-choice --tool-call-parser hermes",
+        "Extra options of the default command (tool calling for the tau2-dual customer, as launch/user_server.sh); on a CPU add --dtype float32 --enforce-eager and set VLLM_CPU_KVCACHE_SPACE (GiB) in the Ray workers' environment",
+    )
+    health_path: str = setting("/health", "Path answering HTTP 200 once the server takes requests (vLLM: /health)", rule=_url_path)
+    startup_timeout: float = setting(900.0, "Seconds a replica may take to become healthy (model download and load included)", above=0)
+    max_restarts: int = setting(3, "Times each replica's server is restarted after it exits during the run", low=0)
+    poll_interval: float = setting(2.0, "Seconds between checks that each server process is still running", above=0)
+    cpus_per_replica: float = setting(1.0, "Ray CPUs reserved per replica beside its GPUs", low=0)
+    placement: str = setting(
+        "SPREAD", "Ray placement strategy of the replicas' bundles: SPREAD (over nodes where possible) | PACK | STRICT_SPREAD | STRICT_PACK", choices=PLACEMENTS
+    )
 
     @classmethod
     def from_config(cls, section: Any) -> ServiceSettings:
-        values = dict(section or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"{SECTION}: unknown keys {unknown}; known: {sorted(known)}")
-        settings = cls(**{k: v for k, v in values.items()})
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"{SECTION}.mode: must be one of {MODES}, got {self.mode!r}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"{SECTION}.placement: must be one of {PLACEMENTS}, got {self.placement!r}")
-        for name in ("tensor_parallel_size", "replicas"):
-            _integer(name, getattr(self, name), 1)
-        _integer("max_restarts", self.max_restarts, 0)
-        for name, positive in (("startup_timeout", True), ("poll_interval", True), ("cpus_per_replica", False)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or (positive and value == 0):
-                raise ValueError(f"{SECTION}.{name}: must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
-        for name in ("model", "command"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"{SECTION}.{name}: must be a non-empty string or null, got {value!r}")
-        if not isinstance(self.extra_args, str):
-            raise ValueError(f"{SECTION}.extra_args: must be a string, got {self.extra_args!r}")
-        if not isinstance(self.health_path, str) or not self.health_path.startswith("/"):
-            raise ValueError(f"{SECTION}.health_path: must be a path starting with '/', got {self.health_path!r}")
+        return parse_section(cls, section, SECTION)
 
     @property
     def gpus(self) -> int:
@@ -87,11 +88,6 @@ class ServiceSettings:
 
     def server_command(self) -> str:
         return self.command or f"{DEFAULT_COMMAND} {self.extra_args}".strip()
-
-
-def _integer(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{SECTION}.{name}: must be an integer >= {low}, got {value!r}")
 
 
 def llm_user_options(env_options: Any) -> tuple[str, str] | None:

@@ -17,7 +17,7 @@ reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
 their batch means under ``episode/`` in training), and, unless ``arew_rollouts`` samples no
 episode, the readable transcript in ``extra_fields["arew_transcript"]``
-(:func:`arew.reporting.rollouts.transcript`; a failed episode keeps the turns it got to).
+(:func:`arew.metrics.rollouts.transcript`; a failed episode keeps the turns it got to).
 
 Failure policy: an exception anywhere in one episode (environment, user client, critique,
 parsing, generation, a user's own environment) or an overrun of ``episode_timeout`` ends that
@@ -39,10 +39,9 @@ driver does when either fails.
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
@@ -51,10 +50,11 @@ from arew.core.records import RECORDS_KEY, make_record
 from arew.core.synact import KEYS_KEY
 from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
-from arew.reporting.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
+from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
 from arew.episodes.keys import decision_keys
 from arew.envs.base import StepResult
 from arew.envs.registry import make_env
+from arew.schema import parse_section, setting
 
 logger = logging.getLogger(__name__)
 
@@ -66,15 +66,23 @@ FAILURE_KEY = "arew_failure"
 
 @dataclass(frozen=True)
 class AgentLoopSettings:
-    """The ``arew_agent`` config section (documented in configs/arew_trainer.yaml)."""
+    """The ``arew_agent`` config section; each key is declared (and documented) once, here."""
 
-    max_tokens_per_turn: int = 512
-    feedback_reserve_tokens: int = 256
-    overflow: str = "answer_now"
-    stop: tuple[str, ...] = ("</interact>", "</answer>")
-    env_options: dict[str, Any] = field(default_factory=dict)
-    episode_timeout: float | None = 1800.0
-    max_failed_share: float = 0.1
+    DOC: ClassVar[str] = "The arew_agent agent loop (arew.verl_plugin.agent_loop), selected per row by the dataset's agent_name column."
+
+    max_tokens_per_turn: int = setting(512, "Most tokens the policy may generate in one turn (the paper capped turns at 512)", low=1)
+    feedback_reserve_tokens: int = setting(256, "Tokens kept free for one environment message when deciding whether another round still fits", low=0)
+    overflow: str = setting(
+        "answer_now", "When the response budget runs out: answer_now (ask for the final answer now) | stop (end unanswered); both counted", choices=OVERFLOW_POLICIES
+    )
+    stop: tuple[str, ...] = setting(("</interact>", "</answer>"), "Strings at which the engine stops a turn (the payloads' closing tags)")
+    env_options: dict[str, Any] = setting({}, "Options for the task environment, e.g. {reward_rule: reference} for PE")
+    episode_timeout: float | None = setting(
+        1800.0, "Wall-clock limit of one episode in seconds (null: none); an episode past it fails and trains nothing", above=0, nullable=True
+    )
+    max_failed_share: float = setting(
+        0.1, "Largest share of a training step's episodes that may fail (exception or deadline) before the step fails", low=0, high=1
+    )
 
     def check_budget(self, response_length: int, prefix: str = "arew_agent") -> None:
         """One round, its feedback and a final answer must fit in an empty response."""
@@ -87,40 +95,7 @@ class AgentLoopSettings:
 
     @classmethod
     def from_config(cls, raw, prefix: str = "arew_agent") -> AgentLoopSettings:
-        raw = {} if raw is None else {k: raw[k] for k in raw}
-        known = set(cls.__dataclass_fields__)
-        for key in raw:
-            if key not in known:
-                raise ValueError(f"{prefix}.{key}: unknown key; valid keys are {sorted(known)}")
-        for key in ("max_tokens_per_turn", "feedback_reserve_tokens"):
-            value = raw.get(key, getattr(cls, key))
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "max_tokens_per_turn" else 0):
-                raise ValueError(f"{prefix}.{key}: expected a positive integer, got {value!r}")
-        if raw.get("overflow", cls.overflow) not in OVERFLOW_POLICIES:
-            raise ValueError(f"{prefix}.overflow: must be one of {list(OVERFLOW_POLICIES)}, got {raw['overflow']!r}")
-        if "stop" in raw:
-            stop = raw["stop"]
-            if isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence) or not stop:
-                raise ValueError(f"{prefix}.stop: expected a non-empty list of strings, got {stop!r}")
-            if not all(isinstance(s, str) and s for s in stop):
-                raise ValueError(f"{prefix}.stop: every stop must be a non-empty string, got {list(stop)!r}")
-            raw["stop"] = tuple(stop)
-        if "env_options" in raw:
-            options = raw["env_options"]
-            if options is not None and not isinstance(options, Mapping):
-                raise ValueError(f"{prefix}.env_options: expected a mapping of options, got {options!r}")
-            raw["env_options"] = dict(options or {})
-        timeout = raw.get("episode_timeout", cls.episode_timeout)
-        if timeout is not None and not (_is_number(timeout) and math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"{prefix}.episode_timeout: expected a positive number of seconds or null (no deadline), got {timeout!r}")
-        share = raw.get("max_failed_share", cls.max_failed_share)
-        if not (_is_number(share) and 0.0 <= share <= 1.0):
-            raise ValueError(f"{prefix}.max_failed_share: expected a number in [0, 1], got {share!r}")
-        return cls(**raw)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return parse_section(cls, raw, prefix)
 
 
 @dataclass

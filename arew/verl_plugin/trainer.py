@@ -8,8 +8,8 @@ statistics join the step metrics under ``arew/``. Failed episodes (see the failu
 :mod:`arew.verl_plugin.agent_loop`) and verl's padding samples are kept out of the group
 statistics; failures are counted per reason, and the step fails when their share exceeds
 ``arew_agent.max_failed_share``. After the advantage stage the step's ``selflock/*`` correlations
-(:mod:`arew.reporting.selflock`) join the metrics and ``arew_rollouts.per_step`` episodes go to
-the rollout JSONL and W&B table (:mod:`arew.reporting.rollouts`); validation's
+(:mod:`arew.metrics.selflock`) join the metrics and ``arew_rollouts.per_step`` episodes go to
+the rollout JSONL and W&B table (:mod:`arew.metrics.rollouts`); validation's
 ``val_per_step`` episodes likewise (:meth:`AReWTrainer._validate` says which verl lines that
 relies on). Everything else, including the replay
 buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
@@ -35,9 +35,8 @@ from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_confi
 from arew.core.quality import resolve_direction
 from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.episodes.failures import FAILURE_REASONS
-from arew.reporting.credentials import has_wandb_credentials
-from arew.reporting.rollouts import SECTION as ROLLOUTS_SECTION
-from arew.reporting.rollouts import (
+from arew.metrics.rollouts import SECTION as ROLLOUTS_SECTION
+from arew.metrics.rollouts import (
     TRANSCRIPT_KEY,
     RolloutSettings,
     ValidationSample,
@@ -47,7 +46,8 @@ from arew.reporting.rollouts import (
     sample_indices,
     table,
 )
-from arew.reporting.selflock import selflock_metrics
+from arew.metrics.selflock import selflock_metrics
+from arew.metrics.wandb_credentials import has_wandb_credentials
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
 from arew.verl_plugin.agent_loop import (

@@ -3,11 +3,12 @@
 import math
 
 import torch
+from core_helpers import token_counts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
-from arew.core.coefficients import decision_coefficients, model_token_counts
+from arew.core.coefficients import decision_coefficients
 
 
 def _reweight(records, lengths, mask, advantages=None, step=0, **config):
@@ -126,7 +127,7 @@ def test_properties_over_random_label_patterns(data, grouping, weighting, lam):
     delta = out - base
     assert torch.isfinite(out).all()
     assert torch.equal(delta[mask == 0], torch.zeros_like(delta[mask == 0]))  # env tokens untouched
-    counts = model_token_counts(segments, (mask > 0).float())
+    counts = token_counts(segments, mask)
     coef = decision_coefficients(segments.label, segments, grouping, weighting, config.channel_lambdas(), counts)
     groups = segments.sample if grouping == "pooled" else segments.sample * 2 + segments.channel
     for g in torch.unique(groups).tolist():

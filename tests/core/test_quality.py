@@ -7,12 +7,25 @@ import math
 import pytest
 import torch
 
-from arew.core import AReWConfigError, QualityTracker, collect_segments, make_record, parse_config, reweight
-from arew.core.quality import accuracy_sums, adaptive_factor, critique_accuracy, resolve_direction
-from arew.core.records import CHANNEL_INDEX
+from arew.core import (
+    AReWConfigError,
+    QualityTracker,
+    collect_segments,
+    make_record,
+    parse_config,
+    reweight,
+)
+from arew.core.quality import accuracy_sums, adaptive_factor, resolve_direction
+from arew.core.records import CHANNEL_INDEX, CHANNELS
 from arew.core.transforms import transform_labels
 
 AS, BT = CHANNEL_INDEX["as"], CHANNEL_INDEX["bt"]
+
+
+def critique_accuracy(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> dict[str, float]:
+    """One batch's accuracy per channel (only channels with a scored decision)."""
+    agree, total, _ = accuracy_sums(label, channel, advantage)
+    return {name: float(agree[i] / total[i]) for i, name in enumerate(CHANNELS) if total[i] > 0}
 
 
 def _tracker(grouping="pooled", channels="as+bt", **sections):

@@ -1,48 +1,20 @@
 """The reweighting stage's (B, L) passes over the flattened records: token counts, painting, dtypes, aliasing."""
 
-import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from core_helpers import per_decision, token_counts, trajectories
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
-from arew.core.coefficients import decision_coefficients, span_totals
-from arew.core.records import CHANNELS
+from arew.core import reference as ref
+from arew.core.coefficients import decision_coefficients
 from arew.core.reweight import _model_mask, _run_bounds, _span_model_tokens
 
-
-@st.composite
-def batches(draw):
-    """Spans that touch, start at 0 and end at the row's (and the batch's) last token; masks with odd values."""
-    batch = draw(st.integers(1, 4))
-    length = draw(st.integers(1, 25))
-    records, mask = [], []
-    for _ in range(batch):
-        cuts = sorted(draw(st.sets(st.integers(0, length), max_size=8)) | ({0, length} if draw(st.booleans()) else set()))
-        spans = [(a, b) for a, b in zip(cuts, cuts[1:]) if draw(st.integers(0, 3))]
-        records.append(
-            make_record(spans, [draw(st.sampled_from(CHANNELS)) for _ in spans], [draw(st.sampled_from([-1, 0, 1])) for _ in spans])
-            if spans or draw(st.booleans())
-            else None
-        )
-        mask.append([draw(st.sampled_from([0.0, 1.0, 1.0, 2.5, -1.0, float("nan")])) for _ in range(length)])
-    return collect_segments(records, [length] * batch), torch.tensor(mask)
+# (the span counts on random batches: tests/core/test_vectorised_paths.py, against arew.core.reference)
 
 
 def _counts(segments, mask):
     model_mask = _model_mask(mask)
     return _span_model_tokens(model_mask, _run_bounds(segments, mask.shape[1], mask.numel()))
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=batches())
-def test_span_counts_match_the_prefix_sums(data):
-    segments, mask = data
-    expected, total = span_totals(segments, (mask > 0).float().cumsum(dim=1))
-    counts = _counts(segments, mask)
-    assert counts.dtype == torch.long and torch.equal(counts, expected)
-    assert float(np.count_nonzero(_model_mask(mask))) == total
 
 
 @pytest.mark.parametrize("length", [2**16 - 1, 2**16, 70_000])
@@ -63,14 +35,14 @@ def test_every_dtype_gets_base_plus_the_float32_coefficient(dtype, mask_dtype):
     segments = collect_segments(records, [8, 8])
     mask = torch.tensor([[1, 1, 0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 0, 0, 1]]).to(mask_dtype)
     config = parse_config({"grouping": "separate", "lam_as": 1 / 3, "lam_bt": 0.7})
-    counts, _ = span_totals(segments, (mask > 0).float().cumsum(dim=1))
-    coef = decision_coefficients(segments.label, segments, config.grouping, config.weighting, config.channel_lambdas(), counts)
+    coef = decision_coefficients(
+        segments.label, segments, config.grouping, config.weighting, config.channel_lambdas(), token_counts(segments, mask)
+    )
     base = torch.randn(2, 8).to(dtype)
-    expected = base.clone()
-    for k, (b, start, end) in enumerate(zip(*(getattr(segments, f).tolist() for f in ("sample", "start", "end")))):
-        for t in range(start, end):
-            if mask[b, t] > 0:
-                expected[b, t] = base[b, t] + coef[k].float().to(dtype)
+    batch = trajectories(segments, mask)
+    # A + the float32 coefficient (0 off the spans' policy tokens) in A's dtype
+    values = torch.tensor(ref.token_values(batch, per_decision(segments, coef)), dtype=torch.float32)
+    expected = base + values.to(dtype)
     out, _ = reweight_advantages(base, mask, segments, config, 0)
     assert out.dtype == dtype and torch.equal(out, expected)
 

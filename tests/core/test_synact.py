@@ -6,8 +6,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
+from core_helpers import flat, trajectories
 
 from arew.core import collect_segments, make_record, parse_config
+from arew.core import reference as ref
 from arew.core.config import AReWConfigError
 from arew.core.synact import (
     DecisionKeyError,
@@ -165,8 +168,8 @@ def test_config_section_defaults_and_errors_name_the_key():
             parse_config({"synact": raw})
 
 
-def test_many_groups_match_a_per_point_loop():
-    """The vectorised MI equals a direct count per point on a random batch."""
+def test_many_groups_match_the_reference():
+    """The vectorised MI equals the reference's count per point on a larger batch (random ones: test_vectorised_paths)."""
     rng = np.random.default_rng(0)
     groups, per_group, decisions = 8, 4, 6
     channels = [["as", "bt"] * (decisions // 2)] * (groups * per_group)
@@ -177,24 +180,9 @@ def test_many_groups_match_a_per_point_loop():
     group = np.repeat(np.arange(groups), per_group)
     outcome = rng.integers(0, 2, size=groups * per_group).astype(float)
     result = synact(segments, keys, group, outcome)
-    classes = outcome_classes(group, outcome)
-    expected = {}
-    for i in range(groups * per_group):
-        for d in range(decisions):
-            expected.setdefault((group[i], d % 2, state[i, d]), []).append((action[i, d], classes[i]))
-    values = []
-    for pairs in expected.values():
-        if len(pairs) < 2:
-            continue
-        n = len(pairs)
-        joint = {}
-        for pair in pairs:
-            joint[pair] = joint.get(pair, 0) + 1
-        mi = 0.0
-        for (a, o), c in joint.items():
-            na = sum(v for (a2, _), v in joint.items() if a2 == a)
-            no = sum(v for (_, o2), v in joint.items() if o2 == o)
-            mi += c / n * math.log(c * n / (na * no))
-        values.append(mi)
-    assert sorted(result.mi.tolist()) == pytest.approx(sorted(values))
-    assert len(values) == sum(result.stats[f"arew/synact/{c}/decision_points"] for c in ("as", "bt"))
+    batch = trajectories(segments, torch.ones(groups * per_group, decisions))
+    pairs = [list(zip(s.tolist(), a.tolist())) for s, a in zip(state, action)]
+    labels, points = ref.synact_critiques(batch, pairs, group.tolist(), outcome.tolist())
+    assert result.mi.tolist() == pytest.approx([point.mi for point in points])
+    assert result.labels.tolist() == flat(labels)
+    assert len(points) == sum(result.stats[f"arew/synact/{c}/decision_points"] for c in ("as", "bt"))

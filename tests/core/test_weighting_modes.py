@@ -2,18 +2,20 @@
 
 import pytest
 import torch
+from core_helpers import flat, token_counts, trajectories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
-from arew.core.coefficients import decision_coefficients, group_ids, model_token_counts
+from arew.core import reference as ref
+from arew.core.coefficients import decision_coefficients, group_ids
 from arew.core.records import CHANNELS
 
 
 def _coefficients(records, lengths, mask, **config):
     segments = collect_segments(records, lengths)
     parsed = parse_config(config)
-    counts = model_token_counts(segments, (mask > 0).float())
+    counts = token_counts(segments, mask)
     return decision_coefficients(
         segments.label, segments, parsed.grouping, parsed.weighting, parsed.channel_lambdas(), counts, parsed.negatives
     )
@@ -172,35 +174,6 @@ def batches(draw):
     return collect_segments(records, [length] * batch), torch.tensor(masks, dtype=torch.float32)
 
 
-def _step_abs_sum_by_hand(segments, grouping, lambdas, counts, negatives):
-    """step_abs_sum written out group by group, from the definition."""
-    rows = list(zip(segments.sample.tolist(), segments.channel.tolist(), segments.label.tolist(), counts.tolist()))
-    final = {b: k for k, (b, _, _, _) in enumerate(rows)}
-    members = {}
-    for k, (b, c, _, _) in enumerate(rows):
-        members.setdefault(b if grouping == "pooled" else (b, c), []).append(k)
-    out = [0.0] * len(rows)
-    for group in members.values():
-        with_tokens = [k for k in group if rows[k][3] > 0]
-        pos = [k for k in with_tokens if rows[k][2] == 1]
-        neg = [k for k in with_tokens if rows[k][2] == -1]
-        neutral = [k for k in with_tokens if rows[k][2] == 0 and final[rows[k][0]] != k]
-        if neg and not pos:
-            pos = neutral
-        elif pos and not neg:
-            neg = neutral
-        if not pos or not neg:
-            continue
-        if len(neg) > len(pos) and negatives == "prefix":
-            neg = neg[: len(pos)]
-        if len(neg) > len(pos) and negatives == "suffix":
-            neg = neg[len(neg) - len(pos) :]
-        for side, sign in ((pos, 1.0), (neg, -1.0)):
-            for k in side:
-                out[k] = sign * lambdas[rows[k][1]] * 0.5 / len(side) / rows[k][3]
-    return torch.tensor(out, dtype=torch.float64)
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     data=batches(),
@@ -212,11 +185,13 @@ def _step_abs_sum_by_hand(segments, grouping, lambdas, counts, negatives):
 def test_step_abs_sum_matches_its_definition_and_balances_each_group(data, grouping, negatives, lam_as, lam_bt):
     segments, mask = data
     lambdas = (lam_as, lam_as) if grouping == "pooled" else (lam_as, lam_bt)
-    counts = model_token_counts(segments, mask)
+    counts = token_counts(segments, mask)
     coef = decision_coefficients(segments.label, segments, grouping, "step_abs_sum", lambdas, counts, negatives)
     # groups without both sides (after stand-ins) get exactly 0 here
-    expected = _step_abs_sum_by_hand(segments, grouping, lambdas, counts, negatives)
-    torch.testing.assert_close(coef, expected, rtol=1e-12, atol=0.0)
+    batch = trajectories(segments, mask)
+    labels = [[d.label for d in traj.decisions] for traj in batch]
+    expected = ref.decision_coefficients(batch, labels, grouping, "step_abs_sum", dict(zip(CHANNELS, lambdas)), negatives)
+    assert torch.equal(coef, torch.tensor(flat(expected), dtype=torch.float64))
     groups, _ = group_ids(segments, grouping)
     mass = coef * counts
     for g in torch.unique(groups).tolist():

@@ -4,12 +4,12 @@ import inspect
 
 import pytest
 
-from arew.envs.registry import TASKS, check_env_options, env_class
+from arew.envs.registry import check_env_options, env_class, task_names
 
 PREFIX = "arew_agent.env_options"
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", task_names())
 def test_declared_defaults_pass_and_come_from_the_constructor(task):
     task_class = env_class(task)
     defaults = {name: p.default for name, p in inspect.signature(task_class.__init__).parameters.items()}
@@ -26,19 +26,19 @@ def test_declared_defaults_pass_and_come_from_the_constructor(task):
         ("pe-g-s2", {"reward_rul": "paper"}, f"{PREFIX}.reward_rul: not an option of PreferenceEnv; valid options: ['feedback_ablation'"),
         ("pe-g-s2", {"reward_rule": "median"}, f"{PREFIX}.reward_rule: must be one of"),
         ("pe-g-s2", {"user": "llm"}, f"{PREFIX}.user: not an option of PreferenceEnv"),  # PE has no user
-        ("pe-f-d6", {"replay_samples": 0}, f"{PREFIX}.replay_samples: must lie in"),
+        ("pe-f-d6", {"replay_samples": 0}, f"{PREFIX}.replay_samples: must be >= 1, got 0"),
         ("mediq", {"reward_rule": "reference"}, f"{PREFIX}.reward_rule: not an option of MediQEnv"),  # another task's option
         ("mediq", {"user_timout": 5}, f"{PREFIX}.user_timout: not an option of MediQEnv; valid options: .*'user_timeout'"),
         ("mediq", {"user_timeout": "abc"}, f"{PREFIX}.user_timeout: expected a float"),
-        ("mediq", {"user": "llm", "user_timeout": float("nan")}, f"{PREFIX}.user_timeout: must be a finite number"),
-        ("mediq", {"counterfactual_as": "yes"}, f"{PREFIX}.counterfactual_as: expected a bool"),
-        ("mediq", {"cf_as_max_overlap": 1.5}, f"{PREFIX}.cf_as_max_overlap: must lie in"),
-        ("flodial-hard", {"bt_saturation": 1}, f"{PREFIX}.bt_saturation: expected a bool"),
+        ("mediq", {"user": "llm", "user_timeout": float("nan")}, f"{PREFIX}.user_timeout: expected a finite number, got nan"),
+        ("mediq", {"counterfactual_as": "yes"}, f"{PREFIX}.counterfactual_as: expected true or false, got 'yes'"),
+        ("mediq", {"cf_as_max_overlap": 1.5}, f"{PREFIX}.cf_as_max_overlap: must be >= 0 and <= 1, got 1.5"),
+        ("flodial-hard", {"bt_saturation": 1}, f"{PREFIX}.bt_saturation: expected true or false, got 1"),
         ("flodial-easy", {"user": "human"}, f"{PREFIX}.user: must be one of"),
-        ("tau2-solo", {"max_turns": 0}, f"{PREFIX}.max_turns: must lie in"),
+        ("tau2-solo", {"max_turns": 0}, f"{PREFIX}.max_turns: must be >= 1 and <= 200, got 0"),
         ("tau2-solo", {"reward": "partial"}, f"{PREFIX}.reward: must be one of"),
         ("tau2-solo", {"user_timeout": 5}, f"{PREFIX}.user_timeout: not an option of Tau2Env"),  # the customer's are customer_*
-        ("tau2-dual", {"critique_repeat": 1}, f"{PREFIX}.critique_repeat: expected a bool"),
+        ("tau2-dual", {"critique_repeat": 1}, f"{PREFIX}.critique_repeat: expected true or false, got 1"),
         ("tau2-dual", {"customer": "human"}, f"{PREFIX}.customer: must be one of"),
         ("tau2-dual", {"customer_url": "localhost:8000"}, f"{PREFIX}.customer_url: must be an http"),
     ],

@@ -13,7 +13,7 @@ from arew.envs.flodial.data import (
     separating_questions,
 )
 from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
-from arew.envs.registry import TASKS, make_env, prepare_task
+from arew.envs.registry import make_env, prepare_task, task_names
 
 # q1 -yes-> q2 -yes-> q4 -yes-> F6
 #                          -no->  q7 -yes-> F8 / -no-> F9
@@ -138,7 +138,7 @@ def test_table_is_the_gold_path_with_its_answers(tmp_path):
 
 
 def test_prepare_writes_parquet_for_both_variants(tmp_path):
-    assert {"flodial-easy", "flodial-hard"} <= set(TASKS)
+    assert {"flodial-easy", "flodial-hard"} <= set(task_names())
     source = write_charts(tmp_path / "src", [chart("a"), chart("b"), chart("c")])
     for name in ("flodial-easy", "flodial-hard"):
         paths = prepare_task(

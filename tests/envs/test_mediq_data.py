@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from arew.envs.mediq.data import build_splits, clean_fact, initial_information, normalize_case, read_source
-from arew.envs.registry import TASKS, make_env, prepare_task
+from arew.envs.registry import make_env, prepare_task, task_names
 
 
 def case(i, answer="B", n_facts=4, **overrides):
@@ -78,7 +78,7 @@ def test_read_source_rejects_bad_lines(tmp_path):
 
 
 def test_prepare_writes_verl_parquet_that_rebuilds_episodes(tmp_path):
-    assert "mediq" in TASKS
+    assert "mediq" in task_names()
     source = write_jsonl(tmp_path / "cases.jsonl", [case(i) for i in range(12)])
     paths = prepare_task("mediq", tmp_path / "out", n_train=6, n_val=2, n_test=3, seed=0, source=str(source))
     assert set(paths) == {"train", "validation", "test"}

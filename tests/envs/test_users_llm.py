@@ -359,36 +359,6 @@ def test_breaker_settings_are_checked():
             make_user(user="llm", **bad)
 
 
-TOOL_CALL_REPLY = {
-    "choices": [
-        {
-            "message": {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "toggle_data", "arguments": '{"on": true}'}}],
-            },
-            "finish_reason": "tool_calls",
-        }
-    ]
-}
-
-
-async def test_client_accepts_tool_calls_only_when_the_request_offers_tools(serve):
-    from arew.envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
-
-    server, url = await serve(lambda n, body: TOOL_CALL_REPLY)
-    client = ChatCompletionClient(ClientConfig(url=url, model="m", timeout=2.0, max_retries=0))
-    tools = [{"type": "function", "function": {"name": "toggle_data", "parameters": {"type": "object", "properties": {}}}}]
-    reply = await client.complete([{"role": "user", "content": "hi"}], tools=tools, tool_choice="auto", temperature=0.0)
-    assert reply.text == "" and reply.finish_reason == "tool_calls"
-    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("c1", "toggle_data", {"on": True})]
-    assert server.bodies[0]["tools"] == tools and server.bodies[0]["tool_choice"] == "auto"
-    with pytest.raises(RequestFailed, match="no message content"):  # text callers: still a parse failure
-        await client.complete([{"role": "user", "content": "hi"}])
-    with pytest.raises(RequestFailed, match="no message content"):  # an empty tools list is no offer
-        await client.complete([{"role": "user", "content": "hi"}], tools=[])
-
-
 class Replica:
     """One of several loopback servers behind one comma-separated ``user_url``: answers "FACTS: 2",
     or holds requests while ``hold`` is set; :meth:`kill` drops every connection and stops listening,
@@ -440,7 +410,7 @@ async def replicas():
 
 
 async def test_replicas_share_the_requests_and_a_killed_one_fails_over(replicas):
-    from arew.envs.users.client import shared_breaker
+    from arew.chat.client import shared_breaker
 
     a, b = replicas
     u = user(f"{a.url}, {b.url}", max_retries=2, breaker_failures=2, breaker_cooldown=60)

@@ -1,6 +1,6 @@
 """The GPU install (pyproject's ``gpu`` extra, launch/install_gpu.sh) agrees with the project's own pins.
 
-Offline: it reads pyproject.toml, the install scripts, README.md, the installed verl's metadata and
+Offline: it reads pyproject.toml, the install scripts, the GPU install page, the installed verl's metadata and
 launch/gpu_pins.toml, which records what the vllm GPU wheel declares (vllm is not installed on CPU
 machines); ``python launch/check_gpu_pins.py`` verifies that file against the package index.
 """
@@ -185,9 +185,9 @@ def test_the_gpu_install_covers_verls_fsdp_extra(pyproject, facts, verl_requires
 
 def test_the_flash_attn_pin_is_the_documented_one():
     pin = checker.single_pin(INSTALL_GPU.read_text(), "flash-attn", INSTALL_GPU.name)
-    documented = set(checker.pins((ROOT / "README.md").read_text(), "flash-attn"))
+    documented = set(checker.pins((ROOT / "docs" / "guides" / "gpu-install.md").read_text(), "flash-attn"))
     assert documented == {pin}, (
-        f"launch/install_gpu.sh installs flash-attn=={pin}, README.md documents {sorted(documented) or 'no version'}"
+        f"launch/install_gpu.sh installs flash-attn=={pin}, docs/guides/gpu-install.md documents {sorted(documented) or 'no version'}"
     )
 
 

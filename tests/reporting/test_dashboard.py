@@ -18,7 +18,6 @@ import wandb_workspaces.workspaces as ws
 
 from arew import cli
 from arew.reporting import dashboard, panels
-from arew.reporting.credentials import has_wandb_credentials
 
 
 @pytest.fixture(autouse=True)
@@ -164,17 +163,6 @@ def test_the_command_exits_non_zero_without_a_traceback(tmp_path):
         "arew dashboard: no W&B credentials on this machine (no WANDB_API_KEY, no ~/.netrc entry for 127.0.0.1): "
         "run `wandb login` (it writes ~/.netrc) or set WANDB_API_KEY, or preview with --dry-run"
     ]
-
-
-def test_credentials_are_a_key_or_a_netrc_entry_for_the_configured_host(monkeypatch, tmp_path):
-    assert not has_wandb_credentials()
-    (tmp_path / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
-    (tmp_path / ".netrc").chmod(0o600)
-    assert has_wandb_credentials()
-    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")  # a self-hosted server: its own entry
-    assert not has_wandb_credentials()
-    monkeypatch.setenv("WANDB_API_KEY", "k")
-    assert has_wandb_credentials()
 
 
 @pytest.mark.parametrize(

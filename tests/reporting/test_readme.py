@@ -1,4 +1,4 @@
-"""README.md's panel list is generated from ``panels.py``: regenerating it must change nothing."""
+"""The dashboards page's panel list is generated from ``panels.py``: regenerating it must change nothing."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import dataclasses
 
 import pytest
 
-from arew.lab.publish import PublishError
+from arew.markdown_blocks import BlockError, markers
 from arew.reporting import panels, readme
 
 
 def test_the_readme_panel_block_is_what_the_panel_list_generates():
     text = readme.README.read_text()
-    assert readme.START in text and readme.END in text
-    assert readme.render(text) == text, "README.md's panel list is stale: run `python -m arew.reporting.readme`"
+    start, end = markers(readme.BLOCK)
+    assert start in text and end in text
+    assert readme.render(text) == text, "docs/guides/dashboards.md's panel list is stale: run `python -m arew.reporting.readme`"
 
 
 def test_every_panel_and_key_has_its_line():
@@ -38,5 +39,5 @@ def test_a_file_without_the_markers_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="expected one <!-- panels:start -->"):
         readme.main(["--readme", str(target)])
     assert target.read_text() == "# no markers\n"
-    with pytest.raises(PublishError):
-        readme.render(f"{readme.START}\n")
+    with pytest.raises(BlockError):
+        readme.render(f"{markers(readme.BLOCK)[0]}\n")

@@ -22,7 +22,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
-from arew.reporting.rollouts import TRANSCRIPT_KEY, truncate
+from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
 from arew.core.synact import KEYS_KEY
 from arew.episodes import EpisodeLog, decision_keys
 from arew.verl_plugin import agent_loop

@@ -1,4 +1,4 @@
-"""Every documented key of ``algorithm.arew``, ``arew_agent`` and ``arew_rollouts`` rejects invalid values at start-up, naming itself."""
+"""Every documented key of ``algorithm.arew``, ``arew_agent``, ``arew_rollouts`` and ``arew_user_service`` rejects invalid values at start-up, naming itself."""
 
 import math
 from pathlib import Path
@@ -7,10 +7,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from arew.core import parse_config
-from arew.reporting.rollouts import RolloutSettings
+from arew.metrics.rollouts import RolloutSettings
+from arew.serving.spec import ServiceSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
-DEFAULTS = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "base" / "arew.yaml"))
+CONFIG = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "base" / "arew.yaml")
+DEFAULTS = OmegaConf.to_container(CONFIG)
 INVALID = ["bogus", ["as"], {"a": 1}, math.nan, math.inf, -1, 2.5, True, None, ""]
 
 
@@ -57,6 +59,14 @@ def test_arew_agent_keys(key):
 def test_arew_rollouts_keys(key):
     _check_key(RolloutSettings.from_config, DEFAULTS["arew_rollouts"], "arew_rollouts", key)
     assert RolloutSettings.from_config(DEFAULTS["arew_rollouts"]) == RolloutSettings()  # the yaml's defaults are the class's
+
+
+@pytest.mark.parametrize("key", list(_leaves(DEFAULTS["arew_user_service"])))
+def test_arew_user_service_keys(key, monkeypatch):
+    for variable in ("AREW_USER_SERVICE", "AREW_USER_SERVER_CMD"):  # the section's ${oc.env:...} defaults
+        monkeypatch.delenv(variable, raising=False)
+    section = OmegaConf.to_container(CONFIG["arew_user_service"], resolve=True)
+    _check_key(ServiceSettings.from_config, section, "arew_user_service", key)
 
 
 def test_sub_sections_must_be_mappings():

@@ -249,7 +249,7 @@ def test_validation_rows_come_from_the_batches_verls_validate_samples(transfer_q
 
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from arew.reporting.rollouts import TRANSCRIPT_KEY, sample_indices, transcript
+    from arew.metrics.rollouts import TRANSCRIPT_KEY, sample_indices, transcript
 
     names = [f"validation:{row}:0" for row in range(6)]
     turns = [{"agent": "ask", "channel": "as", "critique": 1, "feedback": "yes"}, {"agent": "<answer>", "channel": "bt", "critique": 0, "feedback": None}]

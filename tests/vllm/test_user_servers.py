@@ -1,6 +1,6 @@
 """The simulated users' servers and ``arew eval --endpoint`` against REAL vLLM servers (vLLM's CPU build).
 
-Each server runs a scripted model (:func:`arew.tiny_models.build_scripted_model`): whatever the
+Each server runs a scripted model (:func:`scripted_model.build_scripted_model`): whatever the
 prompt, it writes one fixed reply, so every assertion below knows what the LLM said and can tell
 it from the offline user's answer. The questions asked are chosen so that the two differ (the
 MediQ patient's LLM names the fever where the offline matcher would name the muscle aches; the
@@ -214,7 +214,7 @@ def ray_service(vllm_kit, scripted_model_dir, tmp_path_factory):
 
 class TestRayUserService:
     async def test_default_command_serves_vllm_on_the_logical_gpu(self, ray_service, vllm_kit):
-        from arew.envs.users.client import ChatCompletionClient, ClientConfig
+        from arew.chat import ChatCompletionClient, ClientConfig
 
         server, service, config = ray_service
         assert config.arew_agent.env_options.user_url == server.url and config.arew_agent.env_options.user_model == server.model
@@ -266,8 +266,8 @@ def customer_server(launch_vllm, scripted_model_dir):
 
 class TestToolCallingCustomer:
     async def test_vllm_parses_the_scripted_tool_call(self, customer_server):
+        from arew.chat import ChatCompletionClient, ClientConfig
         from arew.envs.tau2.runtime import runtime
-        from arew.envs.users.client import ChatCompletionClient, ClientConfig
 
         tools = [spec.schema for spec in runtime().user_tools.values()]
         client = ChatCompletionClient(ClientConfig(url=customer_server.url, model="customer", timeout=120.0, max_retries=0))

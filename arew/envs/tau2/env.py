@@ -35,43 +35,9 @@ device check crashes. Such calls are rejected before they reach tau2. The custom
 pass the same checks. Calls that reach tau2 and fail (``ToolMessage.error``) are recorded, as
 tau2 records them.
 
-**Critiques of a tool call** (each rule can be switched off; the first that applies wins):
--1 malformed or unknown tool or bad argument names (``critique_invalid``); -1 the tool failed
-(``critique_tool_error``); -1 the same call (name and arguments) was made before from the
-same environment state, i.e. the same agent and user database hashes (``critique_repeat``);
-+1 the call newly matches an expected action of the task, compared as tau2's ActionEvaluator
-does (name and compared arguments, requestor ignored; ``critique_expected_action``); -1 a
-WRITE tool that succeeded but changed neither database (``critique_noop_write``); 0
-otherwise. A failing call that matches an expected action still gets -1 (and still counts
-for tau2). An expected action that changes nothing (``reboot_device`` with nothing to reset:
-2 base tasks) is the task's own step, so its match outranks the no-op rule. An expected
-action listed twice (3 base tasks list ``reboot_device`` twice) is matched by the first
-call, so replaying its second occurrence gets 0, or -1 when it changes nothing: tau2 itself
-needs only one such call.
-
-**Critiques of a message** (dual control): +1 when the customer's reply newly brings
-information (``critique_information``): (a) an identity value of the task's ``known_info``
-(the phone number, compared by digits; the full name after "You are"; the country after
-"abroad in"/"at home in") appears in the reply for the first time; (b) during the reply the
-customer ran a READ phone tool whose (tool, output) pair is new in the episode (a
-diagnostic reading); or (c) during the reply a customer call newly matched an expected
-user-side action (the message led the customer to a repair). -1 when the message repeats an
-earlier one (same lower-case words in order) and brought none of that
-(``critique_repeat``); 0 otherwise. An invalid message (empty, no words, too long) is -1
-under ``critique_invalid``.
-
-**Reward** (``reward`` option): ``official`` is tau2's reward, computed on the live
-environment: 0 unless the run ended with a stop (agent's ``<answer>`` or customer's stop
-token); otherwise the product over the task's reward basis of ENV_ASSERTION (every
-``assert_*`` check holds on the final state), ACTION (every expected action matched by a
-recorded call), DB (databases equal to a gold run of the expected actions) and COMMUNICATE
-(tau2's own check); it equals ``tau2.evaluator.evaluator.evaluate_simulation(
-self.simulation_run(), task, EvaluationType.ALL, solo_mode, "telecom")`` (tests check it on
-random runs). ``fractional`` is 0 without a stop, else the mean over all the task's env
-assertions met and all its expected actions matched (whatever the basis), so it is 1 only
-when everything holds and below 1 whenever the official reward is 0. ``auto`` (default)
-takes the row's ``reward`` field: :mod:`arew.envs.tau2.tasks` writes ``fractional`` into train
-rows and ``official`` into validation and test rows.
+**Critiques** of tool calls and messages: :mod:`arew.envs.tau2.critiques`; **rewards**
+(``official``, ``fractional``, ``auto``): :mod:`arew.envs.tau2.rewards`; the options besides the
+customer's: :class:`~arew.envs.tau2.settings.Tau2Settings`.
 
 **Proxies**: ``as`` per turn is 1 when the step newly matched an expected action or (a
 message) newly brought information, else 0; scalars: ``tool_calls``, ``tool_errors``,
@@ -89,8 +55,8 @@ counters ``customer_*`` (calls, requests, fallbacks, tool calls, ...).
 
 from __future__ import annotations
 
-import re
 import time
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -99,6 +65,7 @@ from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
 from arew.envs.options import Option
 from arew.envs.tau2 import DUAL, SOLO, prompts
 from arew.envs.tau2 import tools as tool_text
+from arew.envs.tau2.critiques import identity_items, invalid_critique, message_critique, revealed_items, tool_call_critique
 from arew.envs.tau2.customer import (
     CUSTOMER_DEFAULTS,
     CUSTOMER_OPTIONS,
@@ -109,44 +76,16 @@ from arew.envs.tau2.customer import (
     check_customer_options,
     make_customer,
 )
+from arew.envs.tau2.rewards import FinalState, fractional_reward, official_reward
 from arew.envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
+from arew.envs.tau2.settings import REWARDS, Tau2Settings
 from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
 from tau2.data_model.simulation import SimulationRun, TerminationReason
-from tau2.data_model.tasks import RewardType
-from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
 
 MAX_TURNS = {SOLO: 30, DUAL: 22}
 STOP_TOKENS = {STOP: "customer_stop", TRANSFER: "customer_transfer", OUT_OF_SCOPE: "customer_out_of_scope"}
 TERMINATIONS = ("agent_stop", "customer_stop", "customer_transfer", "customer_out_of_scope", "max_turns")
 AGENT_STOP_TOKEN = STOP  # tau2 records the agent's stop with the same token
-REWARDS = ("auto", "official", "fractional")
-
-_PHONE = re.compile(r"\b\d{3}-\d{3}-\d{4}\b")
-_NAME = re.compile(r"You are ([A-Z][\w'.-]*(?: [A-Z][\w'.-]*)+)")
-_PLACE = re.compile(r"\b(?:abroad|at home) in (?:the )?([A-Z]\w*(?: [A-Z]\w*)*)")
-_DIGITS = re.compile(r"\d[\d\s().+-]{6,}\d")
-
-
-def identity_items(known_info: str | None) -> dict[str, str]:
-    """The identity values of a task's ``known_info``: label -> value as matched in a reply."""
-    text = known_info or ""
-    items = {f"phone:{m}": re.sub(r"\D", "", m) for m in _PHONE.findall(text)}
-    items.update({f"name:{m}": m.lower() for m in _NAME.findall(text)})
-    items.update({f"place:{m}": m.lower() for m in _PLACE.findall(text)})
-    return items
-
-
-def revealed_items(items: dict[str, str], reply: str) -> set[str]:
-    lower = reply.lower()
-    digit_runs = {re.sub(r"\D", "", m) for m in _DIGITS.findall(reply)}
-    found = set()
-    for label, value in items.items():
-        if label.startswith("phone:"):
-            if any(value in run for run in digit_runs):
-                found.add(label)
-        elif value and value in lower:
-            found.add(label)
-    return found
 
 
 class EpisodeDevice:
@@ -175,29 +114,23 @@ class Tau2Env(ActiveReasoningEnv):
         "critique_information": Option(bool, "+1 for a message whose reply newly brings identity or diagnostic information or a repair"),
         **CUSTOMER_OPTIONS,
     }
+    # the options' defaults: those of the settings and of the customer, which the options go to
+    PASSED_ON_DEFAULTS = {**asdict(Tau2Settings()), **CUSTOMER_DEFAULTS}
 
     def __init__(
         self,
         task: Task | str | dict,
         mode: str = "solo",
         seed: int = 0,
-        max_turns: int | None = None,
-        reward: str = "auto",
+        settings: Tau2Settings | None = None,
         row_reward: str = "fractional",
-        tool_output_chars: int = 2000,
-        critique_invalid: bool = True,
-        critique_tool_error: bool = True,
-        critique_repeat: bool = True,
-        critique_noop_write: bool = True,
-        critique_expected_action: bool = True,
-        critique_information: bool = True,
         customer: Any = "offline",
         **customer_options: Any,
     ):
         if mode not in ("solo", "dual"):
             raise ValueError(f"mode must be 'solo' or 'dual', got {mode!r}")
-        if reward not in REWARDS or row_reward not in REWARDS[1:]:
-            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r} / {row_reward!r}")
+        if row_reward not in REWARDS[1:]:
+            raise ValueError(f"row_reward must be one of {list(REWARDS[1:])}, got {row_reward!r}")
         unknown = sorted(set(customer_options) - set(CUSTOMER_OPTIONS))
         if unknown:
             raise TypeError(f"unknown option(s) {unknown} of Tau2Env")
@@ -206,22 +139,14 @@ class Tau2Env(ActiveReasoningEnv):
         elif isinstance(task, dict):
             task = Task.model_validate(task)
         self.task: Task = task
+        self.settings = settings or Tau2Settings()
         self.solo = mode == "solo"
         self.task_name = SOLO if self.solo else DUAL
         if self.solo and not task.ticket:
             raise ValueError(f"task {task.id!r} has no ticket: it cannot be played solo")
         self.seed = int(seed)
-        self.max_turns = int(max_turns if max_turns is not None else MAX_TURNS[self.task_name])
-        self.reward_kind = row_reward if reward == "auto" else reward
-        self.tool_output_chars = int(tool_output_chars)
-        self.rules = {
-            "invalid": critique_invalid,
-            "tool_error": critique_tool_error,
-            "repeat": critique_repeat,
-            "noop_write": critique_noop_write,
-            "expected_action": critique_expected_action,
-            "information": critique_information,
-        }
+        self.max_turns = int(self.settings.max_turns if self.settings.max_turns is not None else MAX_TURNS[self.task_name])
+        self.reward_kind = row_reward if self.settings.reward == "auto" else self.settings.reward
         rt = runtime()
         self._tools: dict[str, ToolSpec] = rt.tools_for(self.solo)
         self.customer = None
@@ -231,9 +156,9 @@ class Tau2Env(ActiveReasoningEnv):
         self._started = time.perf_counter()
         self._start_time = datetime.now().isoformat()
         self.env = new_environment(task, self.solo)
+        self.final_state = FinalState(task, self.env)
         criteria = task.evaluation_criteria
         self._expected = list(criteria.actions or []) if criteria is not None else []
-        self._assertions = list(criteria.env_assertions or []) if criteria is not None else []
         self._matched = [False] * len(self._expected)
         self._identity = identity_items(getattr(task.user_scenario.instructions, "known_info", None))
         self._state = self._hash()
@@ -241,8 +166,6 @@ class Tau2Env(ActiveReasoningEnv):
         self._turn = 0
         self._done = False
         self._termination: str | None = None
-        self._checks: list[bool] | None = None
-        self._db_match: bool | None = None
         self._seen_calls: set[tuple[str, tuple]] = set()
         self._seen_messages: set[str] = set()
         self._seen_outputs: set[tuple[str, str]] = set()
@@ -254,10 +177,6 @@ class Tau2Env(ActiveReasoningEnv):
             ("tool_calls", "tool_errors", "invalid", "repeats", "noop_writes", "messages", "customer_tool_calls", "info_reveals"), 0
         )
 
-    # ---- construction -------------------------------------------------------------------
-    # the customer options go to arew.envs.tau2.customer, which holds their defaults
-    PASSED_ON_DEFAULTS = CUSTOMER_DEFAULTS
-
     @classmethod
     def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
         check_customer_options(options, prefix)
@@ -267,12 +186,14 @@ class Tau2Env(ActiveReasoningEnv):
         name = extra_info.get("task", SOLO)
         if name not in (SOLO, DUAL):
             raise ValueError(f"not a tau2 row: task {name!r}")
+        settings, customer_options = Tau2Settings.split(options)
         return cls(
             task=extra_info["task_json"],
             mode="solo" if name == SOLO else "dual",
             seed=seed,
+            settings=settings,
             row_reward=extra_info.get("reward", "official"),
-            **options,
+            **customer_options,
         )
 
     @property
@@ -294,7 +215,6 @@ class Tau2Env(ActiveReasoningEnv):
     def final_turn_notice(self) -> str:
         return prompts.final_turn_notice()
 
-    # ---- rounds -----------------------------------------------------------------------------
     def _hash(self) -> tuple[str | None, str | None]:
         return self.env.get_db_hash(), self.env.get_user_db_hash()
 
@@ -326,8 +246,7 @@ class Tau2Env(ActiveReasoningEnv):
 
     def _invalid(self, reason: str, rule: str) -> StepResult:
         self._counts["invalid"] += 1
-        critique = -1 if self.rules["invalid"] else 0
-        return self._step(prompts.invalid(reason), critique, 0, valid=False, kind="invalid", rule=rule, error=reason)
+        return self._step(prompts.invalid(reason), invalid_critique(self.settings), 0, valid=False, kind="invalid", rule=rule, error=reason)
 
     def _match(self, call: ToolCall) -> list[int]:
         new = []
@@ -379,17 +298,10 @@ class Tau2Env(ActiveReasoningEnv):
         self._counts["tool_errors"] += int(result.error)
         self._counts["repeats"] += int(repeat)
         self._counts["noop_writes"] += int(noop)
-        critique, rule = 0, "neutral"
-        for name, applies, value in (
-            ("tool_error", result.error, -1),
-            ("repeat", repeat, -1),
-            ("expected_action", bool(new), 1),
-            ("noop_write", noop, -1),
-        ):
-            if applies and self.rules[name]:
-                critique, rule = value, name
-                break
-        shown = tool_text.show_output(result.content, self.tool_output_chars)
+        critique, rule = tool_call_critique(
+            self.settings, tool_error=bool(result.error), repeat=repeat, new_action=bool(new), noop_write=noop
+        )
+        shown = tool_text.show_output(result.content, self.settings.tool_output_chars)
         return self._step(
             prompts.tool_output(spec.name, shown, result.error),
             critique,
@@ -449,11 +361,7 @@ class Tau2Env(ActiveReasoningEnv):
         news = bool(identity or readings or repairs)
         self._counts["repeats"] += int(repeat)
         self._counts["info_reveals"] += int(news)
-        critique, rule = 0, "neutral"
-        if news and self.rules["information"]:
-            critique, rule = 1, "information"
-        elif repeat and not news and self.rules["repeat"]:
-            critique, rule = -1, "repeat"
+        critique, rule = message_critique(self.settings, news=news, repeat=repeat)
         if stop:
             self._finish(STOP_TOKENS[stop])
         return self._step(
@@ -489,7 +397,7 @@ class Tau2Env(ActiveReasoningEnv):
             self._finish("max_turns")
         return StepResult(
             feedback=prompts.answer_recorded(self.solo) if payload.ok else prompts.answer_invalid(payload.error),
-            critique=0 if payload.ok else (-1 if self.rules["invalid"] else 0),
+            critique=0 if payload.ok else invalid_critique(self.settings),
             channel=Channel.AS,
             valid=payload.ok,
             done=True,
@@ -500,7 +408,6 @@ class Tau2Env(ActiveReasoningEnv):
         self._done = True
         self._termination = reason
 
-    # ---- outcome ------------------------------------------------------------------------------
     @property
     def termination(self) -> str:
         """How the episode ended (one of :data:`TERMINATIONS`); ``max_turns`` while it has not."""
@@ -510,50 +417,11 @@ class Tau2Env(ActiveReasoningEnv):
     def stopped(self) -> bool:
         return self._termination is not None and self._termination != "max_turns"
 
-    def _final_checks(self) -> list[bool]:
-        """The env assertions on the final state, evaluated once when the episode is over."""
-        if self._checks is None:
-            self._checks = [self.env.run_env_assertion(a, raise_assertion_error=False) for a in self._assertions]
-        return self._checks
-
-    def _database_match(self) -> bool:
-        """tau2's DB check: the final databases equal a gold run of the expected actions."""
-        if self._db_match is None:
-            gold = new_environment(self.task, solo=False)
-            for action in self._expected:
-                try:
-                    gold.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
-                except Exception:  # noqa: BLE001 (tau2 logs and goes on)
-                    pass
-            self._db_match = gold.get_db_hash() == self.env.get_db_hash() and gold.get_user_db_hash() == self.env.get_user_db_hash()
-        return self._db_match
-
     def official_reward(self) -> float:
-        if not self.stopped:
-            return 0.0
-        criteria = self.task.evaluation_criteria
-        if criteria is None:
-            return 1.0
-        basis = set(criteria.reward_basis)
-        reward = 1.0
-        if basis & {RewardType.DB, RewardType.ENV_ASSERTION} and not (criteria.actions is None and criteria.env_assertions is None):
-            if RewardType.DB in basis:
-                reward *= float(self._database_match())
-            if RewardType.ENV_ASSERTION in basis:
-                reward *= float(all(self._final_checks()))
-        if RewardType.ACTION in basis:
-            reward *= float(all(self._matched))
-        if RewardType.COMMUNICATE in basis:
-            reward *= CommunicateEvaluator.calculate_reward(task=self.task, full_trajectory=self._messages).reward
-        if RewardType.NL_ASSERTION in basis:
-            raise ValueError(f"task {self.task.id!r} is judged by natural-language assertions, which need an LLM judge")
-        return float(reward)
+        return official_reward(self.final_state, self._matched, self._messages) if self.stopped else 0.0
 
     def fractional_reward(self) -> float:
-        if not self.stopped:
-            return 0.0
-        items = [*self._final_checks(), *self._matched]
-        return float(sum(items) / len(items)) if items else self.official_reward()
+        return fractional_reward(self.final_state, self._matched, self._messages) if self.stopped else 0.0
 
     def reward(self) -> float:
         return self.official_reward() if self.reward_kind == "official" else self.fractional_reward()
@@ -579,7 +447,7 @@ class Tau2Env(ActiveReasoningEnv):
         for action, matched in zip(self._expected, self._matched, strict=True):
             sides[action.requestor][0] += 1
             sides[action.requestor][1] += int(matched)
-        checks = self._final_checks() if self._done else []
+        checks = self.final_state.checks() if self._done else []
         n_expected = len(self._expected)
         out: dict[str, Any] = {"as": list(self._as), **{k: float(v) for k, v in self._counts.items()}}
         out.update(

@@ -26,7 +26,7 @@ dataset smaller than one batch would train nothing. Each row's ``seed`` is drawn
 
 Rows: ``extra_info = {task, task_id, task_json, task_set, split, index, seed, reward}`` where
 ``reward`` is ``fractional`` in train and ``official`` in validation and test (what
-``Tau2Env(reward="auto")`` uses), ``data_source = arew/<task name>``, and the reward model's
+the option ``reward: auto`` uses), ``data_source = arew/<task name>``, and the reward model's
 ground truth is the task id.
 """
 
@@ -147,17 +147,19 @@ def build_rows(task_name: str, task_set: str = "base", n_train=None, n_val=None,
     return verl_rows(splits, _PromptOnly, TaskVariant(task_name).data_source, lambda info: info["task_id"])
 
 
-def write_parquet(
-    task_name: str,
+def prepare(
+    task: str,
     out_dir: str | Path,
-    task_set: str = "base",
+    *,
     n_train: int | None = None,
     n_val: int | None = None,
     n_test: int | None = None,
     seed: int = 0,
+    source: str | None = None,
 ) -> dict[str, Path]:
-    """Write ``train.parquet``, ``validation.parquet`` and ``test.parquet``; return their paths."""
-    return write_splits(build_rows(task_name, task_set, n_train, n_val, n_test, seed), out_dir)
+    """The registry's data preparation: ``source`` is the task set (default ``base``); write ``train``,
+    ``validation`` and ``test`` parquet and return their paths."""
+    return write_splits(build_rows(task, source or "base", n_train, n_val, n_test, seed), out_dir)
 
 
-__all__ = ["SOLO", "DUAL", "TASK_SETS", "load_tasks", "split_ids", "build_splits", "build_rows", "write_parquet"]
+__all__ = ["SOLO", "DUAL", "TASK_SETS", "load_tasks", "split_ids", "build_splits", "build_rows", "prepare"]

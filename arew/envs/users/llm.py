@@ -1,6 +1,6 @@
 """An LLM-simulated user behind an OpenAI-compatible chat-completions server (vLLM, SGLang).
 
-Each reply is one request through :class:`arew.envs.users.client.ChatCompletionClient` with the
+Each reply is one request through :class:`arew.chat.ChatCompletionClient` with the
 prompt of :mod:`arew.envs.users.prompts` (temperature 0 by default); the client bounds concurrency,
 time per attempt, retries and reply size, and opens a circuit per endpoint and process when the
 server stops answering (see its module). Since a rollout must never crash or hang on the user:
@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from arew.chat import ChatCompletionClient, ClientConfig, RequestFailed
 from arew.envs.parsing import parse_selection
 from arew.envs.users import prompts
 from arew.envs.users.base import PROCESS_STATS, SimulatedUser, UserReply, UserRequest, count
-from arew.envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
 from arew.envs.users.offline import OfflineUser
+from arew.schema import setting
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +47,9 @@ class LLMUserConfig(ClientConfig):
     model: str = "Qwen/Qwen2.5-14B-Instruct"
     timeout: float = 15.0
     max_retries: int = 2
-    temperature: float = 0.0
-    max_tokens: int = 24
-    fallback: str = "offline"
-
-    def __post_init__(self) -> None:
-        if self.fallback not in FALLBACKS:
-            raise ValueError(f"user_fallback: must be one of {FALLBACKS}, got {self.fallback!r}")
-        super().__post_init__()
-        self.check_numbers(floats={"temperature": False}, integers={"max_tokens": 1})
+    temperature: float = setting(0.0, "sampling temperature", low=0)
+    max_tokens: int = setting(24, "reply length cap", low=1)
+    fallback: str = setting("offline", "reply when the LLM fails: offline (the offline user's) or unknown", choices=FALLBACKS)
 
 
 class LLMUser(SimulatedUser):

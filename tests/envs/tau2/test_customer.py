@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 pytest.importorskip("aiohttp")
 
 from arew.serving.ray_service import free_port  # noqa: E402
-from arew.envs.parsing import chat_completion_message, chat_completion_text  # noqa: E402
-from arew.envs.tau2 import customer as cm  # noqa: E402
 from arew.envs.tau2.customer import (  # noqa: E402
+    CUSTOMER_DEFAULTS,
     CUSTOMER_OPTIONS,
     OUT_OF_SCOPE,
     STOP,
@@ -29,8 +28,12 @@ from arew.envs.tau2.customer import (  # noqa: E402
     OfflineCustomer,
     check_customer_options,
     make_customer,
+    prompts,
     split_stop,
 )
+from arew.envs.tau2.customer.base import PROCESS_STATS  # noqa: E402
+from arew.envs.tau2.customer.llm import repeated_run  # noqa: E402
+from arew.envs.tau2.customer.offline import _matches  # noqa: E402
 from arew.envs.tau2.runtime import ToolCall, new_environment, runtime  # noqa: E402
 from fakes import completion, delay  # noqa: E402
 
@@ -131,7 +134,7 @@ async def play(task, phrase, customer=None):
         turns.append(await customer.reply(phrase(action.name, action.arguments), device))
     if not any(t.stop for t in turns):
         turns.append(await customer.reply("Thanks. Could you check whether it works now?", device))
-    done = all(any(cm._matches(e, n, args) for n, args in device.calls) for e in expected_user_actions(task))
+    done = all(any(_matches(e, n, args) for n, args in device.calls) for e in expected_user_actions(task))
     return done, turns, device
 
 
@@ -164,7 +167,7 @@ async def test_offline_answers_identity_location_and_offers(base_tasks):
     assert "abroad in France" in (await customer.reply("Are you travelling abroad at the moment?", device)).text
     assert "2.0 GB" in (await customer.reply("Would you like me to refuel some data for you?", device)).text
     assert "rather not change" in (await customer.reply("Shall we change your plan to a bigger one?", device)).text
-    assert (await customer.reply("Hmm.", device)).text == cm.prompts.NEUTRAL
+    assert (await customer.reply("Hmm.", device)).text == prompts.NEUTRAL
     assert device.calls == []  # none of that needed the phone
 
 
@@ -248,7 +251,7 @@ def test_offline_takes_any_object(message):
     assert isinstance(turn.text, str)
 
 
-# ---- stop tokens and the parser ----------------------------------------------------------------
+# ---- stop tokens and tool-call replies -----------------------------------------------------------
 @pytest.mark.parametrize(
     "text, expected",
     [
@@ -269,28 +272,6 @@ def tool_reply(calls, content=None):
 
 def call(name, arguments="{}", call_id="c1"):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def test_chat_completion_message_parses_tool_calls():
-    body = tool_reply([call("grant_app_permission", '{"app_name": "messaging", "permission": "sms"}'), call("x", "{oops", "c2"), call("y", "[1]", "c3"), "junk"])
-    message = chat_completion_message(body).value
-    assert message.text == "" and len(message.tool_calls) == 4
-    good, broken, not_object, junk = message.tool_calls
-    assert (good.id, good.name, good.arguments, good.ok) == ("c1", "grant_app_permission", {"app_name": "messaging", "permission": "sms"}, True)
-    assert broken.arguments is None and "not valid JSON" in broken.error
-    assert not_object.error == "the arguments are not a JSON object" and junk.id == "call_3" and not junk.ok
-    assert chat_completion_message(tool_reply([call("t", "")])).value.tool_calls[0].arguments == {}
-    assert not chat_completion_message(tool_reply(None)).ok  # neither text nor calls
-    assert not chat_completion_message(tool_reply("not a list", "hi")).ok
-    assert not chat_completion_text(tool_reply([call("t")])).ok  # unchanged for text-only callers
-
-
-@settings(max_examples=200, deadline=None)
-@given(obj=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20), lambda c: st.lists(c, max_size=4) | st.dictionaries(st.sampled_from(["choices", "message", "content", "tool_calls", "function", "name", "arguments", "id"]), c, max_size=4), max_leaves=30))
-def test_chat_completion_message_never_raises(obj):
-    chat_completion_message(obj)
-    chat_completion_message({"choices": [{"message": obj}]})
-    chat_completion_message(tool_reply([obj]))
 
 
 # ---- the LLM customer against a loopback server ------------------------------------------------
@@ -395,11 +376,11 @@ LOOP = "I'm sorry for any misunderstanding. " + "I'm unable to send messages usi
 
 
 def test_repeated_run_counts_the_most_frequent_run_of_words():
-    assert cm.repeated_run(LOOP) >= 6
-    assert cm.repeated_run("I am currently in France now. I am currently in France now.") == 2
-    assert cm.repeated_run("No, I'm at home in the US; my number is 555-123-2002.") == 1
-    assert cm.repeated_run("too short") == 0 and cm.repeated_run(None) == 0 and cm.repeated_run("") == 0
-    assert cm.repeated_run("Okay. " * 3 + "Done.") == 0  # fewer than LOOP_WORDS words
+    assert repeated_run(LOOP) >= 6
+    assert repeated_run("I am currently in France now. I am currently in France now.") == 2
+    assert repeated_run("No, I'm at home in the US; my number is 555-123-2002.") == 1
+    assert repeated_run("too short") == 0 and repeated_run(None) == 0 and repeated_run("") == 0
+    assert repeated_run("Okay. " * 3 + "Done.") == 0  # fewer than LOOP_WORDS words
 
 
 @pytest.mark.parametrize(
@@ -425,14 +406,14 @@ async def test_a_loop_cut_by_the_length_cap_falls_back(serve, base_tasks, text, 
 
 
 async def test_server_down_falls_back_and_counts(base_tasks, caplog):
-    before = cm.PROCESS_STATS.fallbacks
+    before = PROCESS_STATS.fallbacks
     customer = llm(mms_task(base_tasks), f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
     turn = await customer.reply("What's your phone number?", FakeDevice())
     assert turn.source == "fallback" and "555-123-2002" in turn.text and "attempts failed" in turn.error
     assert customer.stats.connection_errors == 2 and customer.stats.retries == 1 and customer.stats.fallbacks == 1
-    assert cm.PROCESS_STATS.fallbacks == before + 1
+    assert PROCESS_STATS.fallbacks == before + 1
     repeat = llm(mms_task(base_tasks), f"http://127.0.0.1:{free_port()}/v1", max_retries=0, fallback="repeat")
-    assert (await repeat.reply("Hi", FakeDevice())).text == cm.prompts.REPEAT
+    assert (await repeat.reply("Hi", FakeDevice())).text == prompts.REPEAT
 
 
 async def test_shared_semaphore_bounds_requests_in_flight(serve, base_tasks):
@@ -448,25 +429,25 @@ def test_options_and_make_customer(base_tasks):
     for key in ("customer", "customer_url", "customer_model", "customer_timeout", "customer_max_retries", "customer_concurrency",
                 "customer_temperature", "customer_max_tokens", "customer_max_tool_steps", "customer_fallback"):  # fmt: skip
         assert key in CUSTOMER_OPTIONS
-    assert cm.CUSTOMER_DEFAULTS["customer"] == "offline" and cm.CUSTOMER_DEFAULTS["customer_temperature"] == 0.0
+    assert CUSTOMER_DEFAULTS["customer"] == "offline" and CUSTOMER_DEFAULTS["customer_temperature"] == 0.0
     assert isinstance(make_customer(task), OfflineCustomer)
     customer = make_customer(task, customer="llm", customer_url="http://h:1/v1", customer_timeout=5, customer_max_tool_steps=3)
     assert isinstance(customer, LLMCustomer) and customer.config.timeout == 5.0 and customer.offline.max_tool_steps == 3
     with pytest.raises(TypeError, match="customer_urll"):
         make_customer(task, customer_urll="x")
-    check_customer_options({**cm.CUSTOMER_DEFAULTS, "reward": "official"}, "arew_agent.env_options")
+    check_customer_options({**CUSTOMER_DEFAULTS, "reward": "official"}, "arew_agent.env_options")
 
 
 @pytest.mark.parametrize(
     "options, message",
     [
         ({"customer": "human"}, "arew_agent.env_options.customer: must be one of"),
-        ({"customer_timeout": 0}, "arew_agent.env_options.customer_timeout: must be a finite number > 0"),
-        ({"customer_timeout": "slow"}, "arew_agent.env_options.customer_timeout: expected a finite float"),
-        ({"customer_max_tool_steps": 0}, "arew_agent.env_options.customer_max_tool_steps: must lie in"),
+        ({"customer_timeout": 0}, "arew_agent.env_options.customer_timeout: must be > 0, got 0"),
+        ({"customer_timeout": "slow"}, "arew_agent.env_options.customer_timeout: expected a finite number, got 'slow'"),
+        ({"customer_max_tool_steps": 0}, "arew_agent.env_options.customer_max_tool_steps: must be >= 1, got 0"),
         ({"customer_fallback": "unknown"}, "arew_agent.env_options.customer_fallback: must be one of"),
         ({"customer_url": "ftp://x"}, "arew_agent.env_options.customer_url: must be an http"),
-        ({"customer_temperature": float("nan")}, "arew_agent.env_options.customer_temperature: expected a finite float"),
+        ({"customer_temperature": float("nan")}, "arew_agent.env_options.customer_temperature: expected a finite number, got nan"),
     ],
 )
 def test_invalid_options_name_their_key(options, message):

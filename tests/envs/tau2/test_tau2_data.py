@@ -9,7 +9,7 @@ import pytest
 from arew.envs.registry import make_env
 from arew.envs.rows import read_rows
 from arew.envs.tau2.env import Tau2Env
-from arew.envs.tau2.tasks import split_ids, write_parquet
+from arew.envs.tau2.tasks import prepare, split_ids
 
 
 def test_task_sets(telecom):
@@ -26,7 +26,7 @@ def test_task_sets(telecom):
 
 def test_parquet_round_trip_rebuilds_identical_episodes(tmp_path, telecom, scripted):
     tasks, _ = telecom
-    paths = write_parquet("tau2-solo", tmp_path / "solo")
+    paths = prepare("tau2-solo", tmp_path / "solo")
     rows = {split: read_rows(path) for split, path in paths.items()}
     assert [len(rows[s]) for s in ("train", "validation", "test")] == [74, 40, 40]
     row = rows["train"][3]
@@ -40,7 +40,7 @@ def test_parquet_round_trip_rebuilds_identical_episodes(tmp_path, telecom, scrip
     texts = ['<interact>{"name": "check_sim_status"}</interact>', '<interact>{"name": "reseat_sim_card"}</interact>', "oops"]
     assert [asyncio.run(env.act(t)).feedback for t in texts] == [asyncio.run(again.act(t)).feedback for t in texts]
 
-    capped = write_parquet("tau2-dual", tmp_path / "dual", n_train=5, n_val=3, n_test=3, seed=1)
+    capped = prepare("tau2-dual", tmp_path / "dual", n_train=5, n_val=3, n_test=3, seed=1)
     dual = {split: read_rows(path) for split, path in capped.items()}
     assert [len(dual[s]) for s in ("train", "validation", "test")] == [5, 3, 3]
     assert [r["extra_info"]["task_id"] for r in dual["validation"]] == [r["extra_info"]["task_id"] for r in dual["test"]]

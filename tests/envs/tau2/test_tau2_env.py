@@ -13,6 +13,7 @@ import pytest
 from arew.envs.base import Channel
 from arew.envs.parsing import payload_kind
 from arew.envs.tau2.env import Tau2Env
+from arew.envs.tau2.settings import Tau2Settings
 from arew.envs.tau2.tasks import build_splits
 
 ANSWER = "<scratch>done</scratch><answer>Resolved.</answer>"
@@ -43,7 +44,7 @@ def test_replaying_the_expected_actions_scores_one_on_every_base_task(base_tasks
     assert len(base_tasks) == 114
 
     async def replay(task):
-        env = Tau2Env(task, "solo", reward="official")
+        env = Tau2Env(task, "solo", settings=Tau2Settings(reward="official"))
         steps = [await env.act(call(a.name, **a.arguments)) for a in env._expected]
         final = env.answer(ANSWER)
         return env, steps, final
@@ -69,7 +70,7 @@ def test_critiques_of_tool_calls(base_tasks):
         lambda t: any(a.name == "toggle_airplane_mode" for a in t.evaluation_criteria.actions or [])
         and not any(a.func_name == "break_vpn" for a in t.initial_state.initialization_actions or []),
     )
-    env = Tau2Env(task, "solo", reward="official")
+    env = Tau2Env(task, "solo", settings=Tau2Settings(reward="official"))
 
     async def play():
         out = {}
@@ -108,7 +109,7 @@ def test_critiques_of_tool_calls(base_tasks):
 
 def test_rejected_calls_are_not_recorded_and_cannot_match(base_tasks):
     task = find(base_tasks, lambda t: any(a.name == "refuel_data" for a in t.evaluation_criteria.actions or []))
-    env = Tau2Env(task, "solo", reward="official")
+    env = Tau2Env(task, "solo", settings=Tau2Settings(reward="official"))
     step = run(env.act(call("refuel_data")))  # tau2 alone would count this as the expected refuel
     assert step.critique == -1 and not step.valid
     assert env.simulation_run().messages == [] and not any(env._matched)
@@ -116,7 +117,7 @@ def test_rejected_calls_are_not_recorded_and_cannot_match(base_tasks):
 
 def test_rules_can_be_switched_off(base_tasks):
     task = base_tasks[0]
-    env = Tau2Env(task, "solo", critique_invalid=False, critique_repeat=False, critique_tool_error=False, critique_expected_action=False)
+    env = Tau2Env(task, "solo", settings=Tau2Settings(critique_invalid=False, critique_repeat=False, critique_tool_error=False, critique_expected_action=False))
 
     async def play():
         return [
@@ -132,7 +133,7 @@ def test_rules_can_be_switched_off(base_tasks):
 
 def test_ending_termination_and_reward_kinds(base_tasks):
     task = base_tasks[0]
-    solved = Tau2Env(task, "solo", reward="fractional")
+    solved = Tau2Env(task, "solo", settings=Tau2Settings(reward="fractional"))
 
     async def solve(env):
         for a in env._expected:
@@ -148,7 +149,7 @@ def test_ending_termination_and_reward_kinds(base_tasks):
     with pytest.raises(RuntimeError):
         solved.update("x")
 
-    half = Tau2Env(task, "solo", reward="fractional")
+    half = Tau2Env(task, "solo", settings=Tau2Settings(reward="fractional"))
     run(half.act(call(task.evaluation_criteria.actions[0].name, **task.evaluation_criteria.actions[0].arguments)))
     half.answer(ANSWER)
     assert half.official_reward() == 0.0 and 0.0 < half.fractional_reward() < 1.0 and half.reward() == half.fractional_reward()
@@ -156,7 +157,7 @@ def test_ending_termination_and_reward_kinds(base_tasks):
 
 
 def test_turn_budget_and_final_notice(base_tasks):
-    env = Tau2Env(base_tasks[0], "solo", max_turns=2)
+    env = Tau2Env(base_tasks[0], "solo", settings=Tau2Settings(max_turns=2))
     first = run(env.act(call("check_status_bar")))
     assert "Turn 2 of 2" in first.feedback
     last = run(env.act(call("check_network_status")))
@@ -193,7 +194,7 @@ def test_dual_control_customer_calls_are_recorded_and_rewarded(base_tasks, scrip
             ([], "Thanks, bye!", "###STOP###"),
         ]
     )
-    env = Tau2Env(task, "dual", reward="official", customer=customer)
+    env = Tau2Env(task, "dual", settings=Tau2Settings(reward="official"), customer=customer)
 
     async def play():
         return [
@@ -240,7 +241,7 @@ def test_concurrent_episodes_equal_sequential(base_tasks):
         return [call("check_status_bar"), *actions[: max(1, len(actions) - 1)], "junk", call("check_status_bar"), ANSWER]
 
     async def play(task):
-        env = Tau2Env(task, "solo", reward="official")
+        env = Tau2Env(task, "solo", settings=Tau2Settings(reward="official"))
         out = []
         for text in script(task):
             if payload_kind(text) == "answer":
@@ -309,6 +310,10 @@ def test_rows_rebuild_the_same_episode():
     assert a.initial_messages() == b.initial_messages() and a.reward_kind == "fractional"
     assert Tau2Env.from_row(splits["test"][0], 0).reward_kind == "official"
     assert Tau2Env.from_row(info, 0, reward="official").reward_kind == "official"
+    options = Tau2Env.from_row(info, 0, max_turns=3, critique_repeat=False, customer_timeout=5.0)  # settings and customer's
+    assert options.max_turns == 3 and options.settings == Tau2Settings(max_turns=3, critique_repeat=False)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['critique_repeats'\]"):
+        Tau2Env.from_row(info, 0, critique_repeats=False)
     steps = [call("check_status_bar"), call("toggle_airplane_mode"), "bad"]
     assert [run(a.act(s)).feedback for s in steps] == [run(b.act(s)).feedback for s in steps]
 
@@ -331,7 +336,7 @@ def test_the_offline_customer_is_the_default_and_its_counters_reach_the_proxies(
 
 def test_the_registry_imports_tau2_only_when_a_tau2_task_is_used():
     code = (
-        "import sys, arew.envs.registry as r; assert 'tau2' not in sys.modules and 'tau2-solo' in r.TASKS; "
+        "import sys, arew.envs.registry as r; assert 'tau2' not in sys.modules and 'tau2-solo' in r.task_names(); "
         "r.env_class('tau2-solo'); assert 'tau2' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(_root()))

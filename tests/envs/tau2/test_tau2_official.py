@@ -27,6 +27,7 @@ import pytest
 from arew.envs.parsing import payload_kind
 from arew.envs.tau2.env import Tau2Env
 from arew.envs.tau2.runtime import PRISTINE_VPN_DETAILS, runtime
+from arew.envs.tau2.settings import Tau2Settings
 
 APPS = ["messaging", "browser", "camera", "settings"]
 PERMISSIONS = ["storage", "sms", "camera", "location", "network"]
@@ -131,7 +132,7 @@ def test_official_reward_equals_tau2_evaluator_solo(base_tasks, evaluate):
     rewards = []
     for k in range(48):
         task = tasks[k % len(tasks)]
-        env = Tau2Env(task, "solo", reward="official")
+        env = Tau2Env(task, "solo", settings=Tau2Settings(reward="official"))
         asyncio.run(_play(env, _solo_script(rng, task)))
         ours = env.official_reward()
         assert ours == evaluate(env), (task.id, k)
@@ -176,7 +177,7 @@ def test_official_reward_equals_tau2_evaluator_dual(base_tasks, evaluate):
     specs = list(runtime().tools_for(False).values())
     for k in range(24):
         task = tasks[k % len(tasks)]
-        env = Tau2Env(task, "dual", reward="official", customer=_RandomCustomer(rng, task))
+        env = Tau2Env(task, "dual", settings=Tau2Settings(reward="official"), customer=_RandomCustomer(rng, task))
         pool = _values(task)
         texts = []
         for _ in range(rng.randrange(1, 14)):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from arew.envs.parsing import MAX_TEXT_CHARS, ParseResult
 from arew.envs.tau2.env import EpisodeDevice, Tau2Env
 from arew.envs.tau2.runtime import runtime
+from arew.envs.tau2.settings import Tau2Settings
 from arew.envs.tau2.tools import (
     ToolRequest,
     check_arguments,
@@ -134,7 +135,7 @@ def task(telecom):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(texts.map(lambda t: f"<interact>{t}</interact>") | texts, min_size=1, max_size=6))
 def test_solo_rounds_never_raise(task, turns):
-    env = Tau2Env(task, "solo", max_turns=len(turns))
+    env = Tau2Env(task, "solo", settings=Tau2Settings(max_turns=len(turns)))
     for text in turns:
         step = asyncio.run(env.act(text))
         assert step.critique in (-1, 0, 1) and isinstance(step.feedback, str)

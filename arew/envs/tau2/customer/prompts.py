@@ -47,7 +47,6 @@ def system_prompt(scenario: Any) -> str:
     return f"{GUIDELINES}\n\n<scenario>\n{scenario}\n</scenario>"
 
 
-# ---- the offline customer's phrases ------------------------------------------------------------
 NEUTRAL = "Sorry, I'm not sure what you mean. What should I do on my phone?"
 REPEAT = "Sorry, I didn't catch that. Could you say it again?"
 GOAL_REACHED = "It works now. Thank you so much for your help!"

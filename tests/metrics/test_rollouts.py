@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from arew.reporting.rollouts import (
+from arew.metrics.rollouts import (
     RolloutSettings,
     ValidationSample,
     append_jsonl,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from arew.reporting.selflock import pearson, selflock_metrics
+from arew.metrics.selflock import pearson, selflock_metrics
 
 
 def test_pearson_matches_numpy_and_is_nan_when_undefined():

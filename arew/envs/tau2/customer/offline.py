@@ -1,195 +1,67 @@
-"""The simulated customer of tau2 telecom in dual control: the person holding the phone.
+"""The offline customer (``customer: offline``, the default): deterministic rules, no network.
 
-The environment (:mod:`arew.envs.tau2.env`) hands each agent message to ``customer.reply(message,
-device)`` and shows the agent the returned :class:`CustomerTurn`. The customer operates the
-phone through ``device`` (:class:`Device`: the 30 device tools of tau2's ``TelecomUserTools``,
-run on the episode's environment as requestor "user" and recorded in the trajectory); what
-the phone shows stays hidden from the agent unless the customer says it. A turn carries the
-customer's words with any stop token removed, the stop token itself (``###STOP###``,
-``###TRANSFER###``, ``###OUT-OF-SCOPE###`` or None, as tau2's user simulator ends a call), and
-where it came from (``source``: "llm", "offline" or "fallback"). ``reply`` never raises.
-
-Two customers (option ``customer``):
-
-- :class:`LLMCustomer` (``"llm"``) behaves as tau2's user simulator: a system prompt with the
-  simulation rules and ``task.user_scenario`` (:mod:`arew.envs.tau2.customer_prompts`), the
-  conversation from the customer's side (the agent's messages are ``user`` turns, its own
-  ``assistant`` turns), the device tools as OpenAI ``tools`` with ``tool_choice="auto"``,
-  temperature 0. Per reply: POST; while the reply makes tool calls, each runs on
-  ``device.call`` (a call with malformed arguments or an unknown name is answered with an
-  error result instead, and the model may correct itself), the assistant ``tool_calls``
-  message and the ``tool`` results join the conversation, and it POSTs again, up to
-  ``customer_max_tool_steps`` device calls per reply; a text reply ends the turn, its stop
-  token detected anywhere in the text (the earliest one if several) and stripped. Requests
-  go through :class:`arew.envs.users.client.ChatCompletionClient` (the process's semaphore per
-  endpoint, timeout per attempt, retries, circuit breaker, body cap). Any failure (no
-  reply, a malformed body, an empty text, a tool call returned as plain text, a text that the
-  length cap ``customer_max_tokens`` cut while it was repeating itself (a run of
-  :data:`LOOP_WORDS` words :data:`LOOP_REPEATS` times or more: small models loop until the
-  cap, and the loop is no message), the tool-step bound reached) makes that turn the
-  offline customer's (``customer_fallback="offline"``, ``source="fallback"``) or a request
-  to repeat (``"repeat"``); device calls already made in the turn stay made and are not
-  repeated. Fallbacks are counted and logged (the first of the process, then each time the
-  process count reaches a power of two).
-- :class:`OfflineCustomer` (``"offline"``): deterministic rules, no network (below).
-
-Counters: :class:`CustomerStats` in ``customer.stats`` (per customer, i.e. per episode) and
-:data:`PROCESS_STATS` (the process); the names of :class:`arew.envs.users.base.UserStats` plus
-``tool_calls``, ``tool_errors`` and ``tool_step_limits``, so the customer has a class of its
-own rather than adding to the MediQ/FloDial user's process counters. ``as_dict(prefix)`` as
-there.
-
-**The offline customer**, in order, for each agent message (lower-cased; "Wi-Fi", "flight
-mode", "re-seat"... normalised; the first 4000 characters read):
+For each agent message (lower-cased; "Wi-Fi", "flight mode", "re-seat"... normalised; the first
+:data:`MAX_MESSAGE_CHARS` characters read), in order:
 
 1. Its first reply starts with the scenario's reason for the call, in the first person.
 2. A transfer to a human or another agent ("transfer" and "agent", "human", "specialist"...)
    ends the call with ``###TRANSFER###``.
 3. A question about identity (phone number, name, account, verify your identity...) is
-   answered with the known-info sentences that name the customer or a phone number; a
-   question about location (abroad, travelling, country...) with those that say where the
-   customer is; "how can I help / what is the problem" repeats the reason for the call. An
-   offer to refuel data is accepted with the amount the scenario's instructions allow, a
-   change of plan declined when they say so.
-4. Phone features are found in the message by keyword patterns (airplane mode, mobile data,
+   answered with the known-info sentences that name the customer or a phone number; one about
+   location (abroad, travelling, country...) with those that say where the customer is; "how
+   can I help / what is the problem" repeats the reason for the call. An offer to refuel data
+   is accepted with the amount the scenario's instructions allow, a change of plan declined
+   when they say so.
+4. Phone features are found by keyword patterns (:data:`FEATURES`: airplane mode, mobile data,
    roaming, data saver, Wi-Fi, Wi-Fi calling, network mode, APN, VPN, SIM, reboot, app
-   permissions, MMS, speed test, status bar, network status, installed apps, payment).
-   Each mention is an action or a question by the nearest verb before it in its sentence
-   (toggle, turn, switch, enable, reset, restart, reseat, grant, set, change, pay, make,
-   use... are actions; check, look, what, is, does, try, run... are questions; a "set"
-   right after is/are is a question; "don't", "do not", "no need to" just before the verb
-   cancel the mention; with no verb before it, "needs to be turned..." after it is an
-   action, anything else a question). Features are taken in the order of their first
-   mention, one intent per feature (an action if any mention is one).
-5. An action runs the feature's write tool via ``device.call`` and is reported in one
-   sentence with the tool's output ("Okay, I did that. My phone says: ..."). Arguments:
-   for the network mode, the one mode the message names (4G/5G preferred, 4G only, 3G
-   only, 2G only), else the pending expected user-side action's mode (also when the
-   message names several, the expected one among them), else it asks which; for app
-   permissions, every pending expected ``grant_app_permission`` whose permission the
-   message names (or all pending ones, when it names none), else the app and permission
-   the message names, else it asks; for the APN, ``reset_apn_settings`` when the message
-   says reset/default/restore, else it asks; a VPN goes by connect/disconnect (on/off).
-   An explicit direction ("turn airplane mode off") is checked first with the feature's
-   read tool, and nothing is toggled when the phone is already so ("I looked, and it is
-   already off."); "toggle", or both "on" and "off", toggles without looking.
-6. A question runs the feature's read tool (e.g. ``check_status_bar``, ``can_send_mms``,
-   ``run_speed_test``, ``check_network_status``) and relays its output; each (tool,
-   arguments) at most once per reply.
-7. The goal is the scenario's success reading: ``can_send_mms`` says it can send (MMS
-   tasks), ``run_speed_test`` says Excellent (mobile data), the status bar shows signal
-   (no service). When the agent says the issue is fixed or asks to try again and the
-   goal reading was not taken in this reply, the customer takes it. A goal reading that
-   succeeds ends the call with ``###STOP###``; one that fails says it is still not fixed.
+   permissions, MMS, speed test, status bar, network status, installed apps, payment). Each
+   mention is an action or a question by the nearest verb before it in its sentence (toggle,
+   turn, switch, enable, reset, grant, set, pay, use... act; check, look, what, is, does, try,
+   run... ask; a "set" right after is/are asks; "don't", "do not", "no need to" just before the
+   verb cancel the mention; with no verb before it, "needs to be turned..." after it acts,
+   anything else asks). Features are taken in the order of their first mention, one intent per
+   feature (an action if any mention is one).
+5. An action runs the feature's write tool via ``device.call`` and is reported in one sentence
+   with the tool's output. Arguments: for the network mode, the one mode the message names
+   (4G/5G preferred, 4G only, 3G only, 2G only), else the pending expected user-side action's
+   mode (also the expected one among several named), else it asks; for app permissions, every
+   pending expected ``grant_app_permission`` whose permission the message names (all pending
+   ones when it names none), else the app and permission named, else it asks; for the APN,
+   ``reset_apn_settings`` when the message says reset/default/restore, else it asks; a VPN goes
+   by connect/disconnect (on/off). An explicit direction ("turn airplane mode off") is checked
+   first with the feature's read tool, and nothing is toggled when the phone is already so;
+   "toggle", or both "on" and "off", toggles without looking.
+6. A question runs the feature's read tool (``check_status_bar``, ``can_send_mms``,
+   ``run_speed_test``...) and relays its output; each (tool, arguments) at most once per reply.
+7. The goal is the scenario's success reading: ``can_send_mms`` says it can send (MMS tasks),
+   ``run_speed_test`` says Excellent (mobile data), the status bar shows signal (no service).
+   When the agent says the issue is fixed or asks to try again and the goal reading was not
+   taken in this reply, the customer takes it. A goal reading that succeeds ends the call with
+   ``###STOP###``; one that fails says it is still not fixed.
 8. A goodbye ("goodbye", "bye", "have a great day", "take care") ends the call with
    ``###STOP###``; so does "anything else?" after the goal was reached.
-9. Otherwise: "Sorry, I'm not sure what you mean. What should I do on my phone?".
+9. Otherwise it asks what to do on the phone.
 
-At most ``max_tool_steps`` device calls per reply (default 8); intents beyond are dropped.
-It is deterministic in (task, conversation, device outputs) and never raises.
+At most ``max_tool_steps`` device calls per reply (default 8); intents beyond are dropped. It is
+deterministic in (task, conversation, device outputs) and never raises.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from arew.envs.options import Option
-from arew.envs.tau2 import customer_prompts as prompts
-from arew.envs.users.base import UserStats
-from arew.envs.users.base import count as add_count
-from arew.envs.users.client import ChatCompletionClient, ClientConfig, RequestFailed
+from arew.envs.tau2.customer import prompts
+from arew.envs.tau2.customer.base import STOP, TRANSFER, CustomerStats, CustomerTurn, count
+from arew.envs.tau2.customer.device import MAX_OUTPUT_CHARS, Device, DeviceResult, call_safely
 
 logger = logging.getLogger(__name__)
 
-STOP = "###STOP###"
-TRANSFER = "###TRANSFER###"
-OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
-STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
-CUSTOMER_KINDS = ("offline", "llm")
-FALLBACKS = ("offline", "repeat")
 MAX_MESSAGE_CHARS = 4000
-MAX_OUTPUT_CHARS = 400
 
 
-# ---- the interface ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DeviceResult:
-    content: str
-    error: bool
-
-
-class Device(Protocol):
-    user_tools: list[dict]  # OpenAI tool schemas of the device (user-side) tools
-
-    def call(self, name: str, arguments: dict) -> DeviceResult: ...
-
-
-@dataclass(frozen=True)
-class CustomerTurn:
-    text: str  # the customer's message to the agent, stop token removed
-    stop: str | None  # one of STOP_TOKENS or None
-    source: str  # "llm", "offline" or "fallback"
-    error: str | None = None  # why a fallback happened
-
-
-class Customer(Protocol):
-    async def reply(self, agent_message: str, device: Device) -> CustomerTurn: ...
-
-
-@dataclass
-class CustomerStats(UserStats):
-    """A simulated user's counts (:class:`arew.envs.users.base.UserStats`) and the customer's phone use:
-    ``tool_calls``: device calls made; ``tool_errors``: calls that failed (the device's error,
-    malformed arguments, unknown tool); ``tool_step_limits``: LLM replies cut off by
-    ``max_tool_steps``. Kept apart from the MediQ/FloDial users' process counts."""
-
-    tool_calls: int = 0
-    tool_errors: int = 0
-    tool_step_limits: int = 0
-
-
-PROCESS_STATS = CustomerStats()
-
-
-def count(stats: CustomerStats, name: str, n: int = 1) -> None:
-    """Add ``n`` to counter ``name`` of ``stats`` and of this module's :data:`PROCESS_STATS`."""
-    add_count(stats, name, n, process=PROCESS_STATS)
-
-
-def split_stop(text: Any) -> tuple[str, str | None]:
-    """(the text without stop tokens, the earliest stop token in it or None)."""
-    text = text if isinstance(text, str) else ""
-    found = [(text.find(token), token) for token in STOP_TOKENS if token in text]
-    stop = min(found)[1] if found else None
-    for token in STOP_TOKENS:
-        text = text.replace(token, " ")
-    return " ".join(text.split()) if stop else text.strip(), stop
-
-
-def _safe_call(device: Any, name: str, arguments: dict) -> DeviceResult:
-    try:
-        result = device.call(name, dict(arguments))
-        content = getattr(result, "content", "")
-        return DeviceResult("" if content is None else str(content), bool(getattr(result, "error", False)))
-    except Exception as exc:  # a device must not crash the customer
-        return DeviceResult(f"Error: {type(exc).__name__}: {exc}"[:MAX_OUTPUT_CHARS], True)
-
-
-def _tool_names(device: Any) -> frozenset[str]:
-    names = set()
-    for schema in getattr(device, "user_tools", None) or []:
-        function = schema.get("function") if isinstance(schema, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str):
-            names.add(name)
-    return frozenset(names)
-
-
-# ---- the offline customer ---------------------------------------------------------------------
 def first_person(text: str) -> str:
     """The scenario's second person as the customer's first person ("You are" -> "I am")."""
     rules = (
@@ -289,7 +161,6 @@ _READ_CUE = (
     r"|run|running|test|testing|try|trying|open|report|say|says|display\w*|can|could"
 )
 _CUES = re.compile(rf"\b(?:(?P<write>{_WRITE_CUE})|(?P<read>{_READ_CUE}))\b")
-_WRITE_ONLY_CUES = re.compile(rf"\b(?:{_WRITE_CUE})\b")
 _NEGATION = re.compile(r"\b(?:don't|dont|do not|never|no need to|not)\s+(?:\w+\s+)?$")
 _QUESTION_BEFORE = re.compile(r"\b(?:do|did|does|are|were|have|has)\s+(?:you|it|i)\s+$")
 _BE_BEFORE = re.compile(r"\b(?:is|are|be|been|was|were|it's|currently)\s+$")
@@ -467,7 +338,6 @@ class OfflineCustomer:
         self.turns = 0
         self.goal_reached = False
 
-    # -- bookkeeping ----------------------------------------------------------------------------
     def pending(self) -> list[tuple[str, dict, Any]]:
         """Expected user-side actions that no call of this customer has matched yet."""
         return [a for a in self.expected if not any(_matches(a, n, args) for n, args in self.performed)]
@@ -483,7 +353,6 @@ class OfflineCustomer:
         if self.goal and name == self.goal[0] and not result.error and self.goal[1](result.content):
             self.goal_reached = True
 
-    # -- replying -------------------------------------------------------------------------------
     async def reply(self, agent_message: str, device: Device) -> CustomerTurn:
         count(self.stats, "calls")
         return self.respond(agent_message, device)
@@ -587,7 +456,7 @@ class _Turn:
                 return result  # the LLM already did this in this turn
         self.calls += 1
         count(self.customer.stats, "tool_calls")
-        result = _safe_call(self.device, name, arguments)
+        result = call_safely(self.device, name, arguments)
         if result.error:
             count(self.customer.stats, "tool_errors")
         self.customer._record(name, arguments, result)
@@ -683,253 +552,3 @@ class _Turn:
                 break
             reports.append(self.report("grant_app_permission", dict(arguments)))
         return " ".join(reports)
-
-
-# ---- the LLM customer -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LLMCustomerConfig(ClientConfig):
-    """The client settings (as ``customer_*`` options) with the customer's defaults, and how it samples and falls back."""
-
-    OPTION_PREFIX = "customer_"
-
-    url: str = "http://127.0.0.1:8000/v1"
-    model: str = "Qwen/Qwen2.5-14B-Instruct"
-    timeout: float = 60.0
-    max_retries: int = 2
-    temperature: float = 0.0
-    max_tokens: int = 256
-    max_tool_steps: int = 8
-    fallback: str = "offline"
-
-    def __post_init__(self) -> None:
-        if self.fallback not in FALLBACKS:
-            raise ValueError(f"customer_fallback: must be one of {FALLBACKS}, got {self.fallback!r}")
-        super().__post_init__()
-        self.check_numbers(floats={"temperature": False}, integers={"max_tokens": 1, "max_tool_steps": 1})
-
-
-LOOP_WORDS = 6
-LOOP_REPEATS = 3
-
-
-def repeated_run(text: Any, words: int = LOOP_WORDS) -> int:
-    """How often the most frequent run of ``words`` consecutive words occurs in ``text`` (case and
-    punctuation aside; 0 when the text is shorter)."""
-    tokens = re.findall(r"[\w']+", text.lower()[:MAX_MESSAGE_CHARS * 4]) if isinstance(text, str) else []
-    runs: dict[tuple[str, ...], int] = {}
-    for i in range(len(tokens) - words + 1):
-        run = tuple(tokens[i : i + words])
-        runs[run] = runs.get(run, 0) + 1
-    return max(runs.values(), default=0)
-
-
-_TEXT_TOOL_CALL = re.compile(r"<tool_call>|</tool_call>|<\|python_tag\|>|\"name\"\s*:\s*\"\w+\"\s*,\s*\"(?:arguments|parameters)\"")
-
-
-class LLMCustomer:
-    """The customer as an LLM behind an OpenAI-compatible server with tool calling (module docstring)."""
-
-    def __init__(self, task: Any, config: LLMCustomerConfig | None = None, offline: OfflineCustomer | None = None):
-        self.config = config or LLMCustomerConfig()
-        self.stats = CustomerStats()
-        self.offline = offline or OfflineCustomer(task, self.config.max_tool_steps, stats=self.stats)
-        self.client = ChatCompletionClient(self.config, counters=(self.stats, PROCESS_STATS))
-        scenario = getattr(task, "user_scenario", "")
-        self.history: list[dict[str, Any]] = [{"role": "system", "content": prompts.system_prompt(scenario)}]
-
-    async def reply(self, agent_message: str, device: Device) -> CustomerTurn:
-        count(self.stats, "calls")
-        message = agent_message if isinstance(agent_message, str) else str(agent_message)
-        self.history.append({"role": "user", "content": message})
-        tools = [t for t in (getattr(device, "user_tools", None) or []) if isinstance(t, dict)]
-        names = _tool_names(device)
-        sampling: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
-        if tools:
-            sampling.update(tools=tools, tool_choice="auto")
-        made: list[tuple[str, dict, DeviceResult]] = []
-        try:
-            while True:
-                answer = await self.client.complete(self.history, **sampling)
-                if answer.tool_calls:
-                    if len(made) + len(answer.tool_calls) > self.config.max_tool_steps:
-                        count(self.stats, "tool_step_limits")
-                        bound = f"customer_max_tool_steps={self.config.max_tool_steps}"
-                        return self._fallback(message, device, made, f"the reply would exceed {bound} device calls")
-                    self._run_calls(answer, device, names, made)
-                    continue
-                if _TEXT_TOOL_CALL.search(answer.text):
-                    count(self.stats, "parse_failures")
-                    hint = "serve it with --enable-auto-tool-choice --tool-call-parser (hermes for Qwen2.5)"
-                    return self._fallback(message, device, made, f"the server returned a tool call as text; {hint}")
-                repeats = repeated_run(answer.text) if answer.finish_reason == "length" else 0
-                if repeats >= LOOP_REPEATS:
-                    count(self.stats, "parse_failures")
-                    loop = f"a run of {LOOP_WORDS} words {repeats} times"
-                    bound = f"customer_max_tokens={self.config.max_tokens}"
-                    return self._fallback(message, device, made, f"the reply repeats itself ({loop}) until {bound} cut it")
-                text, stop = split_stop(answer.text)
-                if not text and stop is None:
-                    count(self.stats, "parse_failures")
-                    return self._fallback(message, device, made, "the reply is empty")
-                self.history.append({"role": "assistant", "content": answer.text.strip()})
-                self.offline.observe(message, made)
-                return CustomerTurn(text, stop, "llm")
-        except RequestFailed as failure:
-            return self._fallback(message, device, made, str(failure))
-
-    def _run_calls(self, answer: Any, device: Any, names: frozenset[str], made: list) -> None:
-        """Run one reply's tool calls; the assistant message and the results join the history."""
-        self.history.append(
-            {
-                "role": "assistant",
-                "content": answer.text or None,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        # what was asked, re-encoded: a malformed string sent back would make servers that
-                        # re-parse the history (vLLM) reject every later request
-                        "function": {"name": call.name or "invalid", "arguments": json.dumps(call.arguments or {})},
-                    }
-                    for call in answer.tool_calls
-                ],
-            }
-        )
-        for call in answer.tool_calls:
-            if not call.ok:
-                count(self.stats, "tool_errors")
-                result = DeviceResult(f"Error: {call.error}; call the tool again with a JSON object of arguments", True)
-            elif names and call.name not in names:
-                count(self.stats, "tool_errors")
-                result = DeviceResult(f"Error: the phone has no tool named {call.name[:64]!r}", True)
-            else:
-                count(self.stats, "tool_calls")
-                result = _safe_call(device, call.name, call.arguments)
-                if result.error:
-                    count(self.stats, "tool_errors")
-                made.append((call.name, dict(call.arguments), result))
-            self.history.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
-
-    def _fallback(self, message: str, device: Any, made: list, reason: str) -> CustomerTurn:
-        count(self.stats, "fallbacks")
-        n = PROCESS_STATS.fallbacks
-        if n & (n - 1) == 0:
-            hint = ""
-            if "HTTP 400" in reason:
-                hint = " (with tools, an HTTP 400 from vLLM usually means it was started without --enable-auto-tool-choice --tool-call-parser)"
-            logger.warning(
-                "simulated customer at %s failed (%s)%s; using the %s reply (%d fallbacks in this process)",
-                self.config.endpoint,
-                reason,
-                hint,
-                self.config.fallback,
-                n,
-            )
-        if self.config.fallback == "offline":
-            turn = self.offline.respond(message, device, made)
-        else:
-            self.offline.observe(message, made)
-            turn = CustomerTurn(prompts.REPEAT, None, "offline")
-        content = f"{turn.text} {turn.stop}".strip() if turn.stop else turn.text
-        self.history.append({"role": "assistant", "content": content})
-        return CustomerTurn(turn.text, turn.stop, "fallback", reason)
-
-
-# ---- options ---------------------------------------------------------------------------------
-_DOCS = {
-    "url": "base URL of the customer's OpenAI-compatible server, which must do tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser); replicas: comma-separated",
-    "model": "served model name of the customer",
-    "timeout": "seconds per request attempt, the wait for a concurrency slot included",
-    "max_retries": "further attempts after a timeout, refused connection or HTTP 408/429/5xx",
-    "backoff": "first wait in seconds between attempts (doubles per attempt)",
-    "max_backoff": "longest wait in seconds between attempts",
-    "concurrency": "requests in flight per process and endpoint (shared with every client of that URL)",
-    "api_key": "bearer token, if the server wants one",
-    "max_response_bytes": "longest reply body read (longer: fallback)",
-    "breaker_failures": "consecutive failed attempts that open the endpoint's circuit",
-    "breaker_cooldown": "seconds the circuit stays open before one probe request",
-    "temperature": "the customer's sampling temperature (tau2: 0)",
-    "max_tokens": "length cap of each customer reply or tool-call turn",
-    "max_tool_steps": "device calls per reply at most (LLM: beyond it the turn falls back; offline: further intents are dropped)",
-    "fallback": "reply when the LLM fails: offline (the offline customer's reply) or repeat (ask the agent to repeat)",
-}
-_LLM_FIELDS = tuple(LLMCustomerConfig.__dataclass_fields__)
-_LOW = {"timeout": 0.0, "backoff": 0.0, "max_backoff": 0.0, "breaker_cooldown": 0.0, "temperature": 0.0, "max_retries": 0}
-
-
-def _option(name: str) -> Option:
-    default = LLMCustomerConfig.__dataclass_fields__[name].default
-    kind = str if default is None or isinstance(default, str) else type(default)
-    choices = FALLBACKS if name == "fallback" else ()
-    return Option(kind, _DOCS.get(name, name), choices=choices, low=_LOW.get(name, 1 if kind is int else None), nullable=default is None)
-
-
-CUSTOMER_OPTIONS: dict[str, Option] = {
-    "customer": Option(str, "simulated customer: offline (deterministic rules) or llm (an OpenAI-compatible server with tool calling)", choices=CUSTOMER_KINDS),
-    **{f"customer_{name}": _option(name) for name in _LLM_FIELDS},
-}
-CUSTOMER_DEFAULTS: dict[str, Any] = {"customer": "offline", **{f"customer_{n}": LLMCustomerConfig.__dataclass_fields__[n].default for n in _LLM_FIELDS}}
-
-
-def _coerce(name: str, value: Any) -> Any:
-    """A YAML int for a float option is that float."""
-    default = LLMCustomerConfig.__dataclass_fields__[name].default
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
-
-
-def _check(options: dict[str, Any], label) -> LLMCustomerConfig:
-    for key, value in options.items():
-        CUSTOMER_OPTIONS[key].check(label(key), value)
-    llm = {k[len("customer_") :]: _coerce(k[len("customer_") :], v) for k, v in options.items() if k != "customer"}
-    try:
-        return LLMCustomerConfig(**llm)
-    except (TypeError, ValueError) as error:
-        message = str(error)
-        key = message.split(":", 1)[0]
-        raise ValueError(label(key) + message[len(key) :] if key in CUSTOMER_OPTIONS else message) from None
-
-
-def check_customer_options(options: dict[str, Any], prefix: str) -> None:
-    """Raise ValueError naming ``prefix.key`` for an invalid value of a customer option among
-    ``options`` (other keys are left to the environment's OPTIONS check). The LLM settings are
-    checked even while the customer is offline."""
-    mine = {k: v for k, v in options.items() if k in CUSTOMER_OPTIONS}
-    _check(mine, lambda key: f"{prefix}.{key}")
-
-
-def make_customer(task: Any, **options: Any) -> Customer:
-    """The customer of ``task`` (a tau2 ``Task``) from the flat ``customer*`` options; an unknown
-    option raises TypeError, an invalid value ValueError naming it."""
-    unknown = sorted(k for k in options if k not in CUSTOMER_OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown customer options {unknown}; known: {list(CUSTOMER_OPTIONS)}")
-    config = _check(options, lambda key: key)
-    if options.get("customer", "offline") == "offline":
-        return OfflineCustomer(task, config.max_tool_steps)
-    return LLMCustomer(task, config)
-
-
-__all__ = [
-    "CUSTOMER_DEFAULTS",
-    "CUSTOMER_KINDS",
-    "CUSTOMER_OPTIONS",
-    "FALLBACKS",
-    "OUT_OF_SCOPE",
-    "PROCESS_STATS",
-    "STOP",
-    "STOP_TOKENS",
-    "TRANSFER",
-    "Customer",
-    "CustomerStats",
-    "CustomerTurn",
-    "Device",
-    "DeviceResult",
-    "LLMCustomer",
-    "LLMCustomerConfig",
-    "OfflineCustomer",
-    "check_customer_options",
-    "make_customer",
-    "split_stop",
-]

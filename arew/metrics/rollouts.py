@@ -20,12 +20,13 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from arew.core.records import CHANNEL_INDEX, Segments
 from arew.core.transforms import turn_index
+from arew.schema import not_blank, parse_section, setting
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +38,25 @@ DEFAULT_SUBDIR = "rollouts"
 
 @dataclass(frozen=True)
 class RolloutSettings:
-    """The ``arew_rollouts`` section (documented one key per line in configs/base/arew.yaml)."""
+    """The ``arew_rollouts`` section; each key is declared (and documented) once, here."""
 
-    per_step: int = 4
-    val_per_step: int = 4
-    dir: str | None = None
-    wandb: bool = True
-    max_text_chars: int = 4000
+    DOC: ClassVar[str] = "Readable rollouts (arew.metrics.rollouts): a few episodes per step, turn by turn, as JSONL and W&B tables."
+
+    per_step: int = setting(4, 'Training episodes per step written out (the smallest crc32 of "step:episode"; 0: none)', low=0)
+    val_per_step: int = setting(4, "Validation episodes per validation run written out (0: none)", low=0)
+    dir: str | None = setting(
+        None,
+        "Folder of train.jsonl / val.jsonl (null: rollouts/ beside verl's file-logger file VERL_FILE_LOGGER_PATH, else ${trainer.default_local_dir}/rollouts)",
+        kind=str,
+        nullable=True,
+        rule=not_blank,
+    )
+    wandb: bool = setting(True, "Also log the rows as the W&B tables rollouts/train and rollouts/val when trainer.logger has wandb")
+    max_text_chars: int = setting(
+        4000,
+        "Longest prompt, agent text or environment reply kept per turn, in characters (longer ones are cut, marked)",
+        low=1,
+    )
 
     @property
     def enabled(self) -> bool:
@@ -51,23 +64,7 @@ class RolloutSettings:
 
     @classmethod
     def from_config(cls, raw, prefix: str = SECTION) -> RolloutSettings:
-        if raw is not None and not isinstance(raw, Mapping) and not hasattr(raw, "keys"):
-            raise ValueError(f"{prefix}: expected a mapping of settings, got {raw!r}")
-        raw = {} if raw is None else {k: raw[k] for k in raw}
-        known = set(cls.__dataclass_fields__)
-        for key in raw:
-            if key not in known:
-                raise ValueError(f"{prefix}.{key}: unknown key; valid keys are {sorted(known)}")
-        for key, least in (("per_step", 0), ("val_per_step", 0), ("max_text_chars", 1)):
-            value = raw.get(key, getattr(cls, key))
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"{prefix}.{key}: expected an integer >= {least}, got {value!r}")
-        folder = raw.get("dir")
-        if folder is not None and (not isinstance(folder, str) or not folder.strip()):
-            raise ValueError(f"{prefix}.dir: expected a folder path or null (next to verl's file logger), got {folder!r}")
-        if not isinstance(raw.get("wandb", cls.wandb), bool):
-            raise ValueError(f"{prefix}.wandb: expected true or false, got {raw['wandb']!r}")
-        return cls(**raw)
+        return parse_section(cls, raw, prefix)
 
     def folder(self, default_local_dir: str | None) -> Path:
         """``dir``; else ``rollouts/`` beside verl's file-logger file (VERL_FILE_LOGGER_PATH); else under the checkpoint folder."""

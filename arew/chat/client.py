@@ -27,9 +27,9 @@ replicas serving the same model, as ``arew_user_service.replicas`` > 1 starts th
   attempts; other HTTP statuses and malformed replies are not retried (at temperature 0
   the same request gives the same garbage);
 - a reply without text at ``choices[0].message.content`` is a parse failure
-  (:func:`arew.envs.parsing.chat_completion_text`), except that a request offering ``tools``
+  (:func:`arew.chat.responses.chat_completion_text`), except that a request offering ``tools``
   (passed, like ``tool_choice``, in ``sampling``) also accepts a reply whose content is null
-  but which makes tool calls (:func:`arew.envs.parsing.chat_completion_message`; they land in
+  but which makes tool calls (:func:`arew.chat.responses.chat_completion_message`; they land in
   :attr:`ChatReply.tool_calls`, one malformed call being marked there, not failing the
   reply); ``finish_reason``, the stop that ended the text (vLLM's ``stop_reason``,
   SGLang's ``matched_stop``) and the ``usage`` token counts are read where present
@@ -43,10 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -54,7 +53,8 @@ try:
 except ImportError:  # only the HTTP clients need it; the offline user and the tasks do not
     aiohttp = None
 
-from arew.envs.parsing import ToolCallRequest, chat_completion_message, chat_completion_text
+from arew.chat.config import ClientConfig
+from arew.chat.responses import ToolCallRequest, chat_completion_message, chat_completion_text
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 COUNTERS = ("requests", "retries", "timeouts", "connection_errors", "http_errors", "short_circuits", "parse_failures")
@@ -64,73 +64,6 @@ _SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[dict[str, 
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-@dataclass(frozen=True)
-class ClientConfig:
-    """Where requests go and how hard to try. A caller whose options carry a prefix (the LLM
-    user's ``user_timeout``) subclasses with ``OPTION_PREFIX``, so that errors name its options."""
-
-    OPTION_PREFIX = ""  # unannotated: a class attribute, not a field (nor a user option)
-
-    url: str
-    model: str
-    timeout: float
-    max_retries: int
-    backoff: float = 0.5
-    max_backoff: float = 8.0
-    concurrency: int = 64
-    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of reprs and logs
-    max_response_bytes: int = 65536
-    breaker_failures: int = 5
-    breaker_cooldown: float = 10.0
-
-    def __post_init__(self) -> None:
-        self.check_numbers(
-            floats={"timeout": True, "backoff": False, "max_backoff": False, "breaker_cooldown": False},
-            integers={"max_retries": 0, "concurrency": 1, "max_response_bytes": 1, "breaker_failures": 1},
-        )
-        if not isinstance(self.url, str) or not all(u.startswith(("http://", "https://")) for u in _split_urls(self.url)):
-            raise ValueError(
-                f"{self.OPTION_PREFIX}url: must be an http(s) URL, or several separated by commas, got {self.url!r}"
-            )
-        if len(set(self.endpoints)) != len(self.endpoints):
-            raise ValueError(f"{self.OPTION_PREFIX}url: names the same endpoint twice: {self.url!r}")
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"{self.OPTION_PREFIX}model: must be the served model's name, got {self.model!r}")
-
-    def check_numbers(self, floats: dict[str, bool], integers: dict[str, int]) -> None:
-        """Raise naming the option unless each of ``floats`` is a finite number >= 0 (> 0 where its
-        value is True) and each of ``integers`` an integer >= its value."""
-        for name, positive in floats.items():
-            value = getattr(self, name)
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number or not math.isfinite(value) or value < 0 or (positive and value == 0):
-                bound = "> 0" if positive else ">= 0"
-                raise ValueError(f"{self.OPTION_PREFIX}{name}: must be a finite number {bound}, got {value!r}")
-        for name, low in integers.items():
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{self.OPTION_PREFIX}{name}: must be an integer >= {low}, got {value!r}")
-
-    @property
-    def endpoints(self) -> tuple[str, ...]:
-        """Each replica's ``.../chat/completions`` URL, in the order ``url`` lists them."""
-        return tuple(_endpoint(u) for u in _split_urls(self.url))
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint, or the replicas' endpoints joined by commas (the key of their shared limit)."""
-        return ",".join(self.endpoints)
-
-
-def _split_urls(url: str) -> list[str]:
-    return [part.strip() for part in url.split(",")]
-
-
-def _endpoint(url: str) -> str:
-    url = url.rstrip("/")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
 async def shared_session(endpoint: str) -> aiohttp.ClientSession:

@@ -1,0 +1,619 @@
+"""AReW one decision at a time: the method's formulas in plain Python, the spec in code.
+
+The other modules of :mod:`arew.core` compute these numbers for a whole batch at once
+(scatters, bincounts, one pass over the (B, L) tensors). This module states the same numbers
+for one trajectory and one decision at a time, with lists and loops, in the order the
+advantage stage applies them; ``tests/core/test_vectorised_paths.py`` checks that both give
+the same values. Clarity over speed: nothing here is meant for training.
+
+One advantage computation (``arew.verl_plugin.estimators``), top to bottom:
+
+1. the critiques z_t of the records; with ``synact.critiques`` the SynAct critiques replace
+   them (``only``) or fill their zeros (``fill``): :func:`synact_critiques`, :func:`apply_synact`;
+2. the robustness transforms (window, channels, sign flips, negative-to-positive flips):
+   :func:`transform_labels`;
+3. the schedule's factor on the strength: :func:`schedule_factor`;
+4. with a quality tracker, the critiques' accuracy against the base advantage and, with
+   ``adaptive.enabled``, a factor per channel: :class:`QualityState`;
+5. each decision's coefficient lambda * u_t (Eq. 1's u_t and the weightings of the authors' released code):
+   :func:`decision_coefficients`;
+6. A_hat = A + lambda * u_t on every policy token of the decision: :func:`reweight`; or, for
+   ``mode=intermediate_reward``, alpha * z_t added to the reward at the decision's last policy
+   token: :func:`shape_rewards`.
+
+Numbers are Python floats (IEEE doubles). Where the vectorised path stores a float32 (the
+coefficient painted on the tokens, the noise draws) :func:`float32` rounds the same way, so
+both paths give the same bits. Torch appears once, at the boundary: the noise draws are
+torch's seeded generator's (:func:`noise_draws`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+CHANNELS = ("as", "bt")
+POOLED = ""  # the quality state over both channels together
+
+
+def float32(x: float) -> float:
+    """``x`` rounded to the nearest float32 (ties to even), as a Python float."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+# ---- 0. a batch ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One assistant decision: its token span [start, end) in the response, channel and critique z_t."""
+
+    start: int
+    end: int
+    channel: str  # "as" (action selection) or "bt" (belief tracking)
+    label: int  # z_t in {-1, 0, +1}
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One sample: its decisions in response order and, per response token, whether the policy wrote it."""
+
+    decisions: tuple[Decision, ...]
+    policy: tuple[bool, ...]  # response_mask > 0
+
+    def policy_tokens(self, decision: Decision) -> list[int]:
+        """The positions of the decision's policy tokens; environment tokens are never reweighted."""
+        return [t for t in range(decision.start, decision.end) if self.policy[t]]
+
+
+Labels = list[list[int]]  # per trajectory, per decision
+Values = list[list[float]]  # per trajectory, per decision (or per token for rows)
+
+
+def policy_token_counts(batch: Sequence[Trajectory]) -> list[list[int]]:
+    """n_t: the number of policy tokens of each decision."""
+    return [[len(traj.policy_tokens(d)) for d in traj.decisions] for traj in batch]
+
+
+# ---- 1. SynAct critiques (SynAct Sec. 3.1) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SynActPoint:
+    """A decision point: (GRPO group, channel, state) reached by ``min_rollouts`` or more decisions."""
+
+    key: tuple[int, str, int]
+    members: list[tuple[int, int]]  # (trajectory, decision) of each decision there, in batch order
+    mi: float  # plug-in I(A; O), nats
+
+
+def outcome_classes(groups: Sequence[int], outcomes: Sequence[float]) -> list[int]:
+    """O: 1 where a rollout's outcome is above its group's mean (by more than 1e-6 of max(|mean|, 1)), else 0."""
+    members: dict[int, list[float]] = {}
+    for g, o in zip(groups, outcomes):
+        members.setdefault(g, []).append(o)
+    classes = []
+    for g, o in zip(groups, outcomes):
+        mean = sum(members[g]) / len(members[g])
+        classes.append(int(o > mean + 1e-6 * max(abs(mean), 1.0)))
+    return classes
+
+
+def plug_in_mi(pairs: Sequence[tuple[int, int]]) -> float:
+    """I(A; O) from (action, outcome class) counts: sum over arms a and classes o of
+    N(a,o)/N * log(N(a,o) N / (N(a) N(o))), the arms in increasing action key; at least 0."""
+    n = len(pairs)
+    n_class = [sum(1 for _, o in pairs if o == c) for c in (0, 1)]
+    total = 0.0
+    for action in sorted({a for a, _ in pairs}):
+        arm = [o for a, o in pairs if a == action]
+        terms = []
+        for c in (0, 1):
+            cell = sum(1 for o in arm if o == c)
+            terms.append(cell * math.log(cell * n / (len(arm) * n_class[c])) if cell > 0 else 0.0)
+        total += terms[0] + terms[1]
+    return max(total / n, 0.0)
+
+
+def synact_critiques(
+    batch: Sequence[Trajectory],
+    keys: Sequence[Sequence[tuple[int, int]] | None],
+    groups: Sequence[int],
+    outcomes: Sequence[float],
+    min_rollouts: int = 2,
+) -> tuple[Labels, list[SynActPoint]]:
+    """Each decision's MI critique and the batch's decision points.
+
+    ``keys[i]`` holds (state, action) per decision of trajectory i (None: unknown). At an
+    outcome-separating point (MI > 1e-9) a decision gets sign(mean class of its arm - mean class
+    of the point) (0 within 1e-12); every other decision gets 0.
+    """
+    classes = outcome_classes(groups, outcomes)
+    reached: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
+    for i, traj in enumerate(batch):
+        if keys[i] is None:
+            continue
+        for k, d in enumerate(traj.decisions):
+            reached.setdefault((groups[i], d.channel, keys[i][k][0]), []).append((i, k))
+    labels = [[0] * len(traj.decisions) for traj in batch]
+    points = []
+    for key, members in sorted(reached.items(), key=lambda item: (item[0][0], CHANNELS.index(item[0][1]), item[0][2])):
+        if len(members) < min_rollouts:
+            continue
+        pairs = [(keys[i][k][1], classes[i]) for i, k in members]
+        mi = plug_in_mi(pairs)
+        points.append(SynActPoint(key, members, mi))
+        if mi <= 1e-9:
+            continue
+        point_mean = sum(o for _, o in pairs) / len(pairs)
+        for (i, k), (action, _) in zip(members, pairs):
+            arm = [o for a, o in pairs if a == action]
+            difference = sum(arm) / len(arm) - point_mean
+            labels[i][k] = 0 if abs(difference) <= 1e-12 else (1 if difference > 0 else -1)
+    return labels, points
+
+
+def apply_synact(batch: Sequence[Trajectory], mi_labels: Labels, mode: str) -> list[Trajectory]:
+    """``only``: the MI critiques replace the rule's; ``fill``: they replace its zeros; ``off``: the rule's."""
+    if mode == "off":
+        return list(batch)
+    out = []
+    for traj, row in zip(batch, mi_labels):
+        decisions = []
+        for d, mi_label in zip(traj.decisions, row):
+            label = mi_label if mode == "only" or (d.label == 0 and mi_label != 0) else d.label
+            decisions.append(Decision(d.start, d.end, d.channel, label))
+        out.append(Trajectory(tuple(decisions), traj.policy))
+    return out
+
+
+# ---- 2. transforms (paper Table 2, Table 4, Fig. 8; App. D) ---------------------------------------------------------
+
+
+def turns(traj: Trajectory) -> list[tuple[int, int]]:
+    """(turn, number of turns) of each decision. A turn is an AS decision and the BT decisions after it;
+    BT decisions before the first AS decision belong to turn 1; a trajectory has at least one turn."""
+    n_turns = max(sum(d.channel == "as" for d in traj.decisions), 1)
+    out, seen = [], 0
+    for d in traj.decisions:
+        seen += d.channel == "as"
+        out.append((max(seen, 1), n_turns))
+    return out
+
+
+def window(traj: Trajectory, labels: list[int], keep: str, fraction: float, fill: int) -> list[int]:
+    """Fig. 8: keep the labels of the first or last ceil(fraction * turns) turns, set every other one to ``fill``."""
+    if keep == "all":
+        return list(labels)
+    out = []
+    for z, (turn, n_turns) in zip(labels, turns(traj)):
+        kept = math.ceil(fraction * n_turns - 1e-9)  # 0.3 * 10 is 3.0000000000000004: 3 turns
+        inside = turn <= kept if keep == "first" else turn > n_turns - kept
+        out.append(z if inside else fill)
+    return out
+
+
+def enabled_channels(channels: str) -> tuple[str, ...]:
+    """``channels``: off, as, bt or as+bt."""
+    return () if channels == "off" else tuple(channels.split("+"))
+
+
+def noise_draws(seed: int, step: int):
+    """The stream of uniforms in [0, 1) for global step ``step``: ``draw(n)`` returns its next n (float32 values).
+
+    torch's generator seeded with (seed * 1_000_003 + step) mod (2**63 - 1), so a run's noise is
+    reproducible and a resumed run draws the same noise at the same step.
+    """
+    import torch  # the boundary: the stream is torch's
+
+    generator = torch.Generator()
+    generator.manual_seed((int(seed) * 1_000_003 + int(step)) % (2**63 - 1))
+    return lambda n: torch.rand(n, generator=generator).tolist()
+
+
+def transform_labels(batch: Sequence[Trajectory], config, step: int, draw_order: Sequence[int] | None = None) -> Labels:
+    """The critiques the coefficients are built from, after the configured transforms, in this order:
+
+    window (Fig. 8); channel selection (labels of a disabled channel become 0); each label's sign
+    flipped with probability ``noise.flip_prob`` (alpha, Table 2; zeros stay 0); each -1 turned
+    into +1 with probability ``noise.neg_to_pos_prob`` (p, Table 4). Each of the two flips takes
+    its own pass of draws from :func:`noise_draws`, one draw per decision (no pass for a zero
+    probability): the draws go to the trajectories in ``draw_order`` (sorted by their noise keys,
+    so a sample's noise does not depend on where it sits in the batch; None: batch order), each
+    trajectory's decisions in response order. A draw u flips when u < prob, compared as float32.
+    """
+    labels = [
+        window(traj, [d.label for d in traj.decisions], config.window.keep, config.window.fraction, config.window.fill)
+        for traj in batch
+    ]
+    on = enabled_channels(config.channels)
+    labels = [[z if d.channel in on else 0 for d, z in zip(traj.decisions, row)] for traj, row in zip(batch, labels)]
+    order = list(range(len(batch))) if draw_order is None else list(draw_order)
+    draw = noise_draws(config.noise.seed, step)
+
+    def uniforms() -> list[list[float]]:
+        flat = iter(draw(sum(len(row) for row in labels)))
+        per_trajectory: list[list[float]] = [[] for _ in batch]
+        for i in order:
+            per_trajectory[i] = [next(flat) for _ in labels[i]]
+        return per_trajectory
+
+    flip = float32(config.noise.flip_prob)
+    if config.noise.flip_prob != 0.0:
+        labels = [[-z if u < flip else z for z, u in zip(row, us)] for row, us in zip(labels, uniforms())]
+    to_pos = float32(config.noise.neg_to_pos_prob)
+    if config.noise.neg_to_pos_prob != 0.0:
+        labels = [[1 if z == -1 and u < to_pos else z for z, u in zip(row, us)] for row, us in zip(labels, uniforms())]
+    return labels
+
+
+# ---- 3. schedule ---------------------------------------------------------------------------------------------------
+
+
+def schedule_factor(schedule, step: int) -> float:
+    """The strength's multiplier at trainer global step ``step`` (1-based): 0 before ``start_step`` and from
+    ``end_step`` on, a linear warm-up of ``warmup_steps`` from the first step with critiques, then 1."""
+    if step < schedule.start_step or (schedule.end_step is not None and step >= schedule.end_step):
+        return 0.0
+    if schedule.warmup_steps == 0:
+        return 1.0
+    first = max(schedule.start_step, 1)
+    return min(1.0, (step - first + 1) / schedule.warmup_steps)
+
+
+# ---- 4. critique quality and the adaptive strength (Prop. 4.1, Sec. 4.3) -------------------------------------------
+
+
+def span_mean_advantages(batch: Sequence[Trajectory], advantages: Values) -> Values:
+    """direction=outcome: a_t, the advantage averaged over the decision's policy tokens (0 where it has none)."""
+    out = []
+    for traj, row in zip(batch, advantages):
+        means = []
+        for d in traj.decisions:
+            tokens = traj.policy_tokens(d)
+            means.append(sum(row[t] for t in tokens) / max(len(tokens), 1))
+        out.append(means)
+    return out
+
+
+def decision_increments(batch: Sequence[Trajectory], advantages: Values) -> Values:
+    """direction=increment: a_t = A at the decision's first policy token minus A at the next decision's
+    (of the same trajectory, among those with a policy token; the last: minus 0); 0 without a policy token."""
+    out = []
+    for traj, row in zip(batch, advantages):
+        firsts = [tokens[0] if tokens else None for tokens in map(traj.policy_tokens, traj.decisions)]
+        placed = [row[t] for t in firsts if t is not None]
+        increments, seen = [], 0
+        for t in firsts:
+            if t is None:
+                increments.append(0.0)
+                continue
+            seen += 1
+            increments.append(placed[seen - 1] - (placed[seen] if seen < len(placed) else 0.0))
+        out.append(increments)
+    return out
+
+
+def accuracy_sums(batch: Sequence[Trajectory], labels: Labels, estimates: Values) -> dict[str, tuple[float, float, int]]:
+    """Per channel: (sum |a| over scored decisions whose z = sign a, sum |a| over scored decisions, their number).
+
+    A decision is scored when z != 0 and a is a non-zero finite number; accuracy = the first over
+    the second (Prop. 4.1's weighted accuracy with w_t = |a_t|). Sums run in batch order.
+    """
+    sums = {name: [0.0, 0.0, 0] for name in CHANNELS}
+    for traj, row, estimate in zip(batch, labels, estimates):
+        for d, z, a in zip(traj.decisions, row, estimate):
+            if z == 0 or a == 0 or not math.isfinite(a):
+                continue
+            entry = sums[d.channel]
+            entry[0] += abs(a) if (a > 0) - (a < 0) == z else 0.0
+            entry[1] += abs(a)
+            entry[2] += 1
+    return {name: (a, t, n) for name, (a, t, n) in sums.items()}
+
+
+def adaptive_factor(accuracy: float | None, full_at: float) -> float:
+    """0 at or below chance (0.5), linear up to 1 at ``full_at``, 1 above; 1 without an estimate."""
+    if accuracy is None:
+        return 1.0
+    return min(1.0, max(0.0, (accuracy - 0.5) / (full_at - 0.5)))
+
+
+@dataclass
+class QualityState:
+    """The smoothed accuracy across steps: per channel and pooled, exponentially weighted sums of the
+    agreeing and the total |a| mass (the smoothed accuracy is their ratio)."""
+
+    config: object  # the AReWConfig
+    direction: str = "outcome"  # or "increment"
+    step: int = 0
+    sums: dict[str, list[float]] = field(default_factory=lambda: {name: [0.0, 0.0] for name in (*CHANNELS, POOLED)})
+
+    def smoothed(self, name: str) -> float | None:
+        agree, total = self.sums[name]
+        return agree / total if total > 0 else None
+
+    def update(self, batch: Sequence[Trajectory], labels: Labels, estimates: Values, step: int) -> None:
+        """Fold one step in: the enabled channels' and the pooled sums, each only when the step scored at
+        least ``quality.min_decisions`` decisions with some |a| mass: sum <- ema * sum + step's sum."""
+        self.step = step
+        per_channel = accuracy_sums(batch, labels, estimates)
+        step_sums = dict(per_channel)
+        step_sums[POOLED] = tuple(per_channel["as"][j] + per_channel["bt"][j] for j in range(3))
+        quality = self.config.quality
+        for name in (*enabled_channels(self.config.channels), POOLED):
+            agree, total, count = step_sums[name]
+            if count >= quality.min_decisions and total > 0:
+                state = self.sums[name]
+                state[0] = quality.ema * state[0] + agree
+                state[1] = quality.ema * state[1] + total
+
+    def factors(self) -> dict[str, float]:
+        """The multiplier on each channel's lambda: 1 unless ``adaptive.enabled`` and past its warm-up; then
+        :func:`adaptive_factor` of the pooled accuracy for both channels (grouping=pooled) or each channel's own."""
+        adaptive = self.config.adaptive
+        if not adaptive.enabled or self.step <= adaptive.warmup_steps:
+            return {name: 1.0 for name in CHANNELS}
+        if self.config.grouping == "pooled":
+            return {name: adaptive_factor(self.smoothed(POOLED), adaptive.full_at) for name in CHANNELS}
+        return {name: adaptive_factor(self.smoothed(name), adaptive.full_at) for name in CHANNELS}
+
+
+# ---- 5. coefficients (Sec. 4.2: Eq. 1 and its u_t; the authors' released code's weightings) -------------------------------
+
+
+def channel_lambdas(config) -> dict[str, float]:
+    """lambda per channel: ``lam`` for both when pooled; ``lam_as`` / ``lam_bt`` (default ``lam``) when separate."""
+    if config.grouping == "pooled":
+        return {name: config.lam for name in CHANNELS}
+    overrides = {"as": config.lam_as, "bt": config.lam_bt}
+    return {name: config.lam if overrides[name] is None else overrides[name] for name in CHANNELS}
+
+
+def critique_sets(traj: Trajectory, grouping: str) -> dict[str, list[int]]:
+    """The decisions (indices) of each P/N set: the whole trajectory (pooled) or one set per channel (separate)."""
+    sets: dict[str, list[int]] = {}
+    for k, d in enumerate(traj.decisions):
+        sets.setdefault("" if grouping == "pooled" else d.channel, []).append(k)
+    return sets
+
+
+def per_step_units(labels: list[int], members: list[int], counts: list[int]) -> dict[int, float]:
+    """Eq. 1's implied coefficients: u_t = +1/|P| on t in P, -1/|N| on t in N; nothing unless both are non-empty."""
+    pos = [k for k in members if labels[k] == 1]
+    neg = [k for k in members if labels[k] == -1]
+    if not pos or not neg:
+        return {}
+    return {**{k: 1.0 / len(pos) for k in pos}, **{k: -(1.0 / len(neg)) for k in neg}}
+
+
+def token_units(weighting: str, labels: list[int], members: list[int], counts: list[int]) -> dict[int, float]:
+    """The token balancing of the authors' released code: with s+ and s- the set's policy tokens under +1 and -1 decisions
+    (both > 0, else nothing), each token of a positive decision gets the first value, of a negative one minus
+    the second, so the set's token sum is zero:
+
+        minority_fixed  m / s+  and  m / s-  (m = min(s+, s-): the smaller side's tokens get +-1)
+        fixed_pos       1       and  s+ / s-
+        fixed_neg       s- / s+ and  1
+        abs_sum         1/(2 s+) and 1/(2 s-)
+    """
+    s_pos = float(sum(counts[k] for k in members if labels[k] == 1))
+    s_neg = float(sum(counts[k] for k in members if labels[k] == -1))
+    if s_pos == 0 or s_neg == 0:
+        return {}
+    pos_unit, neg_unit = {
+        "minority_fixed": (min(s_pos, s_neg) / s_pos, min(s_pos, s_neg) / s_neg),
+        "fixed_pos": (1.0, s_pos / s_neg),
+        "fixed_neg": (s_neg / s_pos, 1.0),
+        "abs_sum": (0.5 / s_pos, 0.5 / s_neg),
+    }[weighting]
+    return {k: pos_unit if labels[k] == 1 else -neg_unit for k in members if labels[k] != 0}
+
+
+def step_abs_sum_units(
+    labels: list[int], members: list[int], counts: list[int], final: int, negatives: str
+) -> dict[int, float]:
+    """step_abs_sum of the authors' released code: the positive decisions share +1/2 and the negative ones -1/2, equally
+    per decision, each decision's share spread evenly over its policy tokens.
+
+    Only decisions with policy tokens take part. A set with negatives only takes its neutral
+    decisions as positives; one with positives only takes them as negatives; the trajectory's
+    final decision (``final``) never stands in. ``negatives``: ``full`` keeps every negative,
+    ``prefix`` / ``suffix`` only the first / last |P| of them when |N| > |P|.
+    """
+    with_tokens = [k for k in members if counts[k] > 0]
+    pos = [k for k in with_tokens if labels[k] == 1]
+    neg = [k for k in with_tokens if labels[k] == -1]
+    neutral = [k for k in with_tokens if labels[k] == 0 and k != final]
+    if neg and not pos:
+        pos = neutral
+    elif pos and not neg:
+        neg = neutral
+    if not pos or not neg:
+        return {}
+    if len(neg) > len(pos) and negatives == "prefix":
+        neg = neg[: len(pos)]
+    elif len(neg) > len(pos) and negatives == "suffix":
+        neg = neg[len(neg) - len(pos) :]
+    units = {k: (0.5 / len(pos)) / counts[k] for k in pos}
+    units.update({k: -((0.5 / len(neg)) / counts[k]) for k in neg})
+    return units
+
+
+def decision_coefficients(
+    batch: Sequence[Trajectory],
+    labels: Labels,
+    grouping: str,
+    weighting: str,
+    lambdas: dict[str, float],
+    negatives: str = "full",
+) -> Values:
+    """lambda_c * u_t for every decision (lambda of the decision's channel c): the value each of its policy
+    tokens adds to the advantage; 0 in a set without both signs."""
+    counts = policy_token_counts(batch)
+    out = []
+    for traj, row, n in zip(batch, labels, counts):
+        coefficients = [0.0] * len(row)
+        for members in critique_sets(traj, grouping).values():
+            if weighting == "per_step":
+                units = per_step_units(row, members, n)
+            elif weighting == "step_abs_sum":
+                units = step_abs_sum_units(row, members, n, len(row) - 1, negatives)
+            else:
+                units = token_units(weighting, row, members, n)
+            for k, u in units.items():
+                coefficients[k] = lambdas[traj.decisions[k].channel] * u
+        out.append(coefficients)
+    return out
+
+
+# ---- 6. the reweighted advantage (Eq. 2: A_hat = A + lambda u_t) ---------------------------------------------------
+
+
+def token_values(batch: Sequence[Trajectory], coefficients: Values) -> Values:
+    """Per token: the float32 coefficient of the decision whose span holds it, on policy tokens only; 0 elsewhere."""
+    rows = []
+    for traj, row in zip(batch, coefficients):
+        values = [0.0] * len(traj.policy)
+        for d, c in zip(traj.decisions, row):
+            for t in traj.policy_tokens(d):
+                values[t] = float32(c)
+        rows.append(values)
+    return rows
+
+
+def add_in(base: Values, values: Values, precision: str) -> Values:
+    """base + value per token, in the base's precision (``float32``: the sum rounded to float32)."""
+    cast = float32 if precision == "float32" else float
+    return [[cast(a + v) for a, v in zip(row, add)] for row, add in zip(base, values)]
+
+
+@dataclass(frozen=True)
+class Injection:
+    """What one batch's critiques did: the new (B, L) rows, each decision's critique and the value it got."""
+
+    rows: Values
+    labels: Labels
+    coefficients: Values
+    stats: dict[str, float]
+
+
+def reweight(
+    batch: Sequence[Trajectory],
+    advantages: Values,
+    config,
+    step: int,
+    draw_order: Sequence[int] | None = None,
+    quality: QualityState | None = None,
+    precision: str = "float32",
+) -> Injection:
+    """A_hat = A + lambda u_t on every policy token of each decision, after the base estimator.
+
+    lambda of channel c at this step = schedule factor * lambda_c * adaptive factor of c (that
+    order of products); the quality state (if any) is updated with this step's critiques against
+    ``advantages`` before its factors are read. A batch where no decision gets a non-zero value
+    keeps its advantages as they are.
+    """
+    labels = transform_labels(batch, config, step, draw_order)
+    factor = schedule_factor(config.schedule, step)
+    adapt = {name: 1.0 for name in CHANNELS}
+    if quality is not None:
+        estimate = decision_increments if quality.direction == "increment" else span_mean_advantages
+        quality.update(batch, labels, estimate(batch, advantages), step)
+        adapt = quality.factors()
+    lambdas = {name: factor * lam * adapt[name] for name, lam in channel_lambdas(config).items()}
+    coefficients = decision_coefficients(batch, labels, config.grouping, config.weighting, lambdas, config.negatives)
+    if any(c != 0 for row in coefficients for c in row):
+        rows = add_in(advantages, token_values(batch, coefficients), precision)
+    else:
+        rows = [list(row) for row in advantages]
+    stats = critique_stats(batch, labels, config.grouping)
+    stats["arew/strength_factor"] = factor
+    counts = policy_token_counts(batch)
+    mass = sum(abs(c) * n for row, ns in zip(coefficients, counts) for c, n in zip(row, ns))
+    stats["arew/abs_coef_per_token"] = mass / max(model_tokens(batch), 1.0)
+    stats["arew/abs_coef_per_traj"] = sum(abs(c) for row in coefficients for c in row) / max(len(batch), 1)
+    return Injection(rows, labels, coefficients, stats)
+
+
+# ---- 7. the intermediate-reward baseline (App. A.2) ----------------------------------------------------------------
+
+
+def shape_rewards(
+    batch: Sequence[Trajectory],
+    rewards: Values,
+    config,
+    step: int,
+    draw_order: Sequence[int] | None = None,
+    precision: str = "float32",
+) -> Injection:
+    """r + alpha z_t at the last policy token of each decision (alpha = reward_coef * schedule factor), before the
+    base estimator, so returns and critic targets change; a decision without policy tokens adds nothing."""
+    labels = transform_labels(batch, config, step, draw_order)
+    alpha = config.reward_coef * schedule_factor(config.schedule, step)
+    bonuses, added = [], []
+    for traj, row in zip(batch, labels):
+        values = [0.0] * len(traj.policy)
+        per_decision = []
+        for d, z in zip(traj.decisions, row):
+            tokens = traj.policy_tokens(d)
+            bonus = alpha * z if tokens else 0.0
+            if tokens:
+                values[tokens[-1]] = bonus if precision == "float64" else float32(bonus)
+            per_decision.append(bonus)
+        bonuses.append(per_decision)
+        added.append(values)
+    stats = critique_stats(batch, labels, config.grouping)
+    stats["arew/strength_factor"] = schedule_factor(config.schedule, step)
+    stats["arew/intermediate_reward_per_traj"] = sum(b for row in bonuses for b in row) / max(len(batch), 1)
+    stats["arew/decisions_without_model_tokens"] = float(sum(n == 0 for row in policy_token_counts(batch) for n in row))
+    return Injection(add_in(rewards, added, precision), labels, bonuses, stats)
+
+
+# ---- 8. statistics for the step log ---------------------------------------------------------------------------------
+
+
+def model_tokens(batch: Sequence[Trajectory]) -> float:
+    """Policy tokens in the whole batch, inside decisions or not."""
+    return float(sum(sum(traj.policy) for traj in batch))
+
+
+def critique_stats(
+    batch: Sequence[Trajectory], labels: Labels, grouping: str, dropped_samples: int = 0, samples_without_records: int = 0
+) -> dict[str, float]:
+    """Counts of +/0/- per channel (and how many the transforms changed), the share of trajectories with a set
+    holding both signs (per channel, and by ``grouping``), and the +/- policy-token balance."""
+    size = max(len(batch), 1)
+    decisions = [(traj, d, z, n) for traj, row, ns in zip(batch, labels, policy_token_counts(batch)) for d, z, n in zip(traj.decisions, row, ns)]
+    stats = {
+        "arew/records_dropped": float(dropped_samples),
+        "arew/samples_without_records": float(samples_without_records),
+        "arew/decisions": float(len(decisions)),
+    }
+
+    def two_sided(row: Iterable[int]) -> bool:
+        signs = set(row)
+        return 1 in signs and -1 in signs
+
+    for name in CHANNELS:
+        mine = [(d, z) for _, d, z, _ in decisions if d.channel == name]
+        stats[f"arew/{name}/pos"] = float(sum(z == 1 for _, z in mine))
+        stats[f"arew/{name}/zero"] = float(sum(z == 0 for _, z in mine))
+        stats[f"arew/{name}/neg"] = float(sum(z == -1 for _, z in mine))
+        stats[f"arew/{name}/changed_by_transforms"] = float(sum(z != d.label for d, z in mine))
+        both = sum(two_sided(z for d, z in zip(traj.decisions, row) if d.channel == name) for traj, row in zip(batch, labels))
+        stats[f"arew/{name}/both_signs_frac"] = both / size
+    active = 0
+    for traj, row in zip(batch, labels):
+        sets = critique_sets(traj, grouping).values()
+        active += any(two_sided(row[k] for k in members) for members in sets)
+    stats["arew/both_signs_frac"] = active / size
+    pos = float(sum(n for _, _, z, n in decisions if z == 1))
+    neg = float(sum(n for _, _, z, n in decisions if z == -1))
+    stats["arew/pos_tokens"], stats["arew/neg_tokens"] = pos, neg
+    if neg > 0:
+        stats["arew/pos_neg_token_ratio"] = pos / neg
+    stats["arew/critiqued_token_frac"] = (pos + neg) / max(model_tokens(batch), 1.0)
+    return stats

@@ -1,0 +1,137 @@
+"""The task registry: installed entry points, in-process registration, and the errors that name the culprit."""
+
+import importlib.metadata
+
+import pytest
+
+from arew.envs import registry
+from arew.envs.registry import TaskRegistryError, TaskSpec
+
+BUILT_IN = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard", "tau2-solo", "tau2-dual")
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """Replace the installed entry points by the given ones (the registry's cache is cleared around it)."""
+
+    def install(*entries: tuple[str, str]) -> None:
+        points = [importlib.metadata.EntryPoint(name, value, registry.ENTRY_POINT_GROUP) for name, value in entries]
+        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points if group == registry.ENTRY_POINT_GROUP else [])
+        registry._installed.cache_clear()
+
+    yield install
+    registry._installed.cache_clear()
+
+
+@pytest.fixture
+def in_process():
+    added = []
+
+    def add(*specs: TaskSpec) -> None:
+        registry.register(*specs)
+        added.extend(spec.name for spec in specs)
+
+    yield add
+    for name in added:
+        registry.unregister(name)
+
+
+# module-level: specs name them as "module:attribute" targets
+NOT_AN_ENV = object
+CALLS = []
+
+
+def record(task, out_dir, **sizes):
+    CALLS.append((task, out_dir, sizes))
+    return {"train": out_dir / "train.parquet"}
+
+
+def test_the_built_in_tasks_come_from_this_package_s_entry_points():
+    assert set(BUILT_IN) <= set(registry.task_names())
+    groups = {entry.value for entry in importlib.metadata.entry_points(group=registry.ENTRY_POINT_GROUP)}
+    assert {"arew.envs.preference:TASK_SPECS", "arew.envs.tau2:TASK_SPECS"} <= groups
+    assert registry.env_class("pe-g-s2").__name__ == "PreferenceEnv"
+
+
+def test_listing_the_tasks_leaves_tau2_unimported():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from arew.envs import registry; registry.task_names(); registry.describe();"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tau2' or m.startswith('arew.envs.tau2.'));"
+        "print(loaded); sys.exit(1 if loaded else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_task_registered_in_process_is_prepared_and_built(in_process, tmp_path):
+    in_process(TaskSpec("pe-copy", env="arew.envs.preference.env:PreferenceEnv", prepare=f"{__name__}:record", description="d"))
+    assert "pe-copy" in registry.task_names() and "  pe-copy: d" in registry.describe()
+    assert registry.prepare_task("pe-copy", tmp_path, 3, 2, 1, seed=7) == {"train": tmp_path / "train.parquet"}
+    assert CALLS[-1] == ("pe-copy", tmp_path, {"n_train": 3, "n_val": 2, "n_test": 1, "seed": 7, "source": None})
+    assert registry.env_class("pe-copy").__name__ == "PreferenceEnv"
+    with pytest.raises(ValueError, match="row belongs to task 'pe-g-s2', not 'pe-copy'"):
+        registry.make_env("pe-copy", {"task": "pe-g-s2"}, 0)
+
+
+def test_names_clashing_with_an_installed_task_are_refused(in_process):
+    spec = TaskSpec("mediq", env="arew.envs.mediq.env:MediQEnv", prepare="arew.envs.mediq.data:prepare", description="d")
+    with pytest.raises(TaskRegistryError, match="'mediq' is registered twice: by entry point mediq"):
+        in_process(spec)
+    assert "mediq" not in registry._registered
+
+
+def test_two_packages_claiming_one_name_are_both_named(installed):
+    installed(("first", "arew.envs.mediq:TASK_SPECS"), ("second", "arew.envs.mediq:TASK_SPECS"))
+    with pytest.raises(TaskRegistryError, match="'mediq' is registered twice: by entry point first .* and by entry point second"):
+        registry.task_names()
+
+
+def test_a_broken_plugin_names_its_entry_point(installed):
+    installed(("broken", "no_such_package.tasks:TASK_SPECS"))
+    with pytest.raises(TaskRegistryError, match="entry point broken = 'no_such_package.tasks:TASK_SPECS'.*cannot load it"):
+        registry.task_names()
+    installed(("wrong", "arew.envs.mediq:TASK"))  # a string, not a sequence of TaskSpec
+    with pytest.raises(TaskRegistryError, match="entry point wrong .*expected TaskSpec entries, got str"):
+        registry.task_names()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "Bad Name"}, "task name 'Bad Name'"),
+        ({"name": ""}, "task name ''"),
+        ({"env": "module.without.attribute"}, "env='module.without.attribute' is not 'package.module:attribute'"),
+        ({"prepare": "a:b:c"}, "prepare='a:b:c'"),
+        ({"source": "sometimes"}, "source='sometimes'"),
+        ({"source": "required"}, "says what it is in source_help"),
+    ],
+)
+def test_a_malformed_spec_fails_when_declared(fields, message):
+    spec = {"name": "ok", "env": "a.b:C", "prepare": "a.b:f", "description": "d", **fields}
+    with pytest.raises(TaskRegistryError, match=message):
+        TaskSpec(**spec)
+
+
+def test_targets_that_do_not_load_or_are_not_environments_name_the_task(in_process, tmp_path):
+    in_process(
+        TaskSpec("ghost", env="no_such_module:Env", prepare="no_such_module:prepare", description="d"),
+        TaskSpec("not-env", env=f"{__name__}:NOT_AN_ENV", prepare="arew.envs.preference.data:prepare", description="d"),
+    )
+    with pytest.raises(TaskRegistryError, match="task 'ghost': cannot import env 'no_such_module:Env'"):
+        registry.make_env("ghost", {}, 0)
+    with pytest.raises(TaskRegistryError, match="task 'ghost': cannot import prepare"):
+        registry.prepare_task("ghost", tmp_path, 1, 1, 1, 0)
+    with pytest.raises(TaskRegistryError, match="task 'not-env': .*NOT_AN_ENV is not an ActiveReasoningEnv subclass"):
+        registry.check_env_options("not-env", {})
+
+
+def test_source_rules_follow_the_spec(tmp_path):
+    with pytest.raises(ValueError, match="'pe-g-s2' is synthetic; it takes no --source"):
+        registry.prepare_task("pe-g-s2", tmp_path, 1, 1, 1, 0, source="x")
+    with pytest.raises(ValueError, match="'mediq' needs --source: a MediQ jsonl file"):
+        registry.prepare_task("mediq", tmp_path, 1, 1, 1, 0)
+    with pytest.raises(KeyError, match="unknown task 'nope'; known: .*pe-g-s2"):
+        registry.prepare_task("nope", tmp_path, 1, 1, 1, 0)
