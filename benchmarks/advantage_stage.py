@@ -56,12 +56,12 @@ def build_batch(batch: int, length: int, seed: int = 0):
 
 def time_rounds(pairs: dict, repeats: int) -> dict[str, list[float]]:
     """Seconds per call of each function, ``repeats`` rounds; each pair runs back to back, alternating its order."""
-    for plain, arew in pairs.values():
-        plain(), arew()  # warm-up
+    for plain, reweighted in pairs.values():
+        plain(), reweighted()  # warm-up
     samples: dict[str, list[float]] = {}
     for round_ in range(repeats):
-        for name, (plain, arew) in pairs.items():
-            order = [(name, plain), ("arew_" + name, arew)]
+        for name, (plain, reweighted) in pairs.items():
+            order = [(name, plain), ("arew_" + name, reweighted)]
             for label, fn in order if round_ % 2 == 0 else order[::-1]:
                 start = time.perf_counter()
                 fn()

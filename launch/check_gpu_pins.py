@@ -17,9 +17,9 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

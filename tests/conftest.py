@@ -12,7 +12,6 @@ import pytest
 from arew.tiny_models import build_chat_tokenizer, build_tiny_model
 from fakes import FakeChatServer
 
-
 # a test's tier is the first of these markers it carries, else "fast" (benchmarks/suite_times.py reads it
 # from the JUnit report, where it is the property "tier")
 SLOW_TIERS = ("vllm", "e2e", "ray", "browser")

@@ -75,7 +75,7 @@ class ActiveReasoningEnv(abc.ABC):
     # whether from_row also takes the simulated-user options of arew.envs.users
     TAKES_USER_OPTIONS: ClassVar[bool] = False
 
-    @classmethod
+    @classmethod  # noqa: B027 (an optional hook: most tasks need no check beyond the declared options)
     def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
         """Start-up checks beyond each declared option's type and range (settings that hold together,
         like a client's); raise ValueError naming ``prefix.key``. None by default."""

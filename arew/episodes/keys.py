@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from arew.episodes.driver import EpisodeLog
 from arew.envs.parsing import extract_payload, payload_kind
+from arew.episodes.driver import EpisodeLog
 
 _WHITESPACE = re.compile(r"\s+")
 _KEY_MASK = 2**63 - 1

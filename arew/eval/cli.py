@@ -19,13 +19,13 @@ from typing import Any
 
 import yaml
 
+from arew.envs.registry import check_env_options, describe, prepare_task, task_names, task_spec
+from arew.envs.rows import read_rows
 from arew.eval.endpoint import EndpointModel
 from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
 from arew.eval.transcript import TokenCounter
-from arew.envs.registry import check_env_options, describe, prepare_task, task_names, task_spec
-from arew.envs.rows import read_rows
 
 SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
 # the training recipe's budget, and the laptop-sized one of the default CPU model (about 2 minutes an episode on 2 cores)

@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arew.envs.registry import make_env
 from arew.episodes import OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.eval.model import ChatModel, GenerationParams
 from arew.eval.transcript import Budget, ChatTranscript, TokenCounter
-from arew.envs.registry import make_env
 
 logger = logging.getLogger(__name__)
 
+# the default counter: about 4 characters a token (frozen, so one instance serves every call)
+ESTIMATED_TOKENS = TokenCounter()
 EPISODES_FILE = "episodes.jsonl"
 _LOGGED_FAILURES: set[tuple[str, str]] = set()
 
@@ -96,7 +98,7 @@ async def evaluate(
     rows: list[dict[str, Any]],
     config: EvalConfig,
     folder: Path,
-    tokens: TokenCounter = TokenCounter(),
+    tokens: TokenCounter = ESTIMATED_TOKENS,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (row, session) episode's record, playing those not yet in ``folder``; in row, session order."""
@@ -127,7 +129,7 @@ async def evaluate(
 
 
 async def play_episode(
-    model: ChatModel, row: dict[str, Any], session: int, config: EvalConfig, tokens: TokenCounter = TokenCounter()
+    model: ChatModel, row: dict[str, Any], session: int, config: EvalConfig, tokens: TokenCounter = ESTIMATED_TOKENS
 ) -> dict[str, Any]:
     """One episode's record: reward, episode numbers, turns with their critiques, or why it failed."""
     info = row["extra_info"]

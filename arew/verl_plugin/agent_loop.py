@@ -48,12 +48,12 @@ from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
 from arew.core.synact import KEYS_KEY
-from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
-from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
-from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
-from arew.episodes.keys import decision_keys
 from arew.envs.base import StepResult
 from arew.envs.registry import make_env
+from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
+from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
+from arew.episodes.keys import decision_keys
+from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
 from arew.schema import parse_section, setting
 
 logger = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
 from arew.core.quality import resolve_direction
 from arew.core.synact import KEYS_KEY, collect_decision_keys
+from arew.envs.registry import check_env_options
 from arew.episodes.failures import FAILURE_REASONS
 from arew.metrics.rollouts import SECTION as ROLLOUTS_SECTION
 from arew.metrics.rollouts import (
@@ -60,7 +61,6 @@ from arew.verl_plugin.agent_loop import (
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
-from arew.envs.registry import check_env_options
 
 logger = logging.getLogger(__name__)
 

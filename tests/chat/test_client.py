@@ -8,7 +8,6 @@ import pytest
 
 from arew.chat import ChatCompletionClient, ClientConfig, RequestFailed
 
-
 TOOL_CALL_REPLY = {
     "choices": [
         {

@@ -3,12 +3,12 @@
 import math
 
 import torch
-from core_helpers import token_counts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
 from arew.core.coefficients import decision_coefficients
+from core_helpers import token_counts
 
 
 def _reweight(records, lengths, mask, advantages=None, step=0, **config):

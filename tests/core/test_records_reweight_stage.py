@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from core_helpers import per_decision, token_counts, trajectories
 
 from arew.core import collect_segments, make_record, parse_config, reweight_advantages
 from arew.core import reference as ref
 from arew.core.coefficients import decision_coefficients
 from arew.core.reweight import _model_mask, _run_bounds, _span_model_tokens
+from core_helpers import per_decision, token_counts, trajectories
 
 # (the span counts on random batches: tests/core/test_vectorised_paths.py, against arew.core.reference)
 

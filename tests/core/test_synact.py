@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from core_helpers import flat, trajectories
 
 from arew.core import collect_segments, make_record, parse_config
 from arew.core import reference as ref
@@ -20,6 +19,7 @@ from arew.core.synact import (
     outcome_classes,
     synact,
 )
+from core_helpers import flat, trajectories
 
 
 def _batch(channels_per_sample, labels=None):

@@ -6,15 +6,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from core_helpers import (
-    batches,
-    draw_order,
-    dyadic_advantages,
-    flat,
-    per_decision,
-    token_counts,
-    trajectories,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +32,15 @@ from arew.core.synact import (
     synact,
 )
 from arew.core.transforms import transform_labels
+from core_helpers import (
+    batches,
+    draw_order,
+    dyadic_advantages,
+    flat,
+    per_decision,
+    token_counts,
+    trajectories,
+)
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

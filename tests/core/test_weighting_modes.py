@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from core_helpers import flat, token_counts, trajectories
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +9,7 @@ from arew.core import collect_segments, make_record, parse_config, reweight_adva
 from arew.core import reference as ref
 from arew.core.coefficients import decision_coefficients, group_ids
 from arew.core.records import CHANNELS
+from core_helpers import flat, token_counts, trajectories
 
 
 def _coefficients(records, lengths, mask, **config):

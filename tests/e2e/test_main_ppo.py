@@ -20,9 +20,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from arew import smoke
 from arew.core import collect_segments, parse_config, reweight_advantages
 from arew.core.quality import adaptive_factor
-from arew import smoke
 from arew.metrics.rollouts import sample_indices
 from arew.reporting import panels
 from arew.tiny_models import build_chat_tokenizer

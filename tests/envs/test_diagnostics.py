@@ -13,8 +13,8 @@ import pytest
 from arew.envs.episode import top_options
 from arew.envs.flodial import FloDialEnv
 from arew.envs.mediq import MediQEnv
-from arew.envs.preference import PreferenceEnv
 from arew.envs.parsing import PairQuery
+from arew.envs.preference import PreferenceEnv
 from arew.envs.preference.generator import VARIANTS, generate_instance, sample_preferences
 from arew.envs.preference.rules import answer_signs, bayes_replay, cosine, is_informative, masked_differences
 from arew.envs.users import OfflineUser

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from arew.chat import ClientConfig
+from arew.envs.parsing import extract_tag
 from arew.eval.endpoint import EndpointModel, EndpointStats
 from arew.eval.model import GenerationError, GenerationParams
-from arew.envs.parsing import extract_tag
 from fakes import completion, delay
 
 STOP = ("</interact>", "</answer>")

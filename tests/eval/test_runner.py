@@ -7,11 +7,11 @@ import math
 
 import pytest
 
+from arew.envs.registry import prepare_task
+from arew.envs.rows import read_rows
 from arew.eval.model import Completion, GenerationError, GenerationParams
 from arew.eval.results import ablation_drop, mean_ci, summarize, write_tables
 from arew.eval.runner import EPISODES_FILE, EvalConfig, evaluate, read_episodes
-from arew.envs.registry import prepare_task
-from arew.envs.rows import read_rows
 
 QUESTION = "<scratch>ask</scratch><interact>Do you have a fever?</interact>"
 SCORES = "<scratch>update</scratch><interact>0.1, 0.7, 0.1, 0.1</interact>"

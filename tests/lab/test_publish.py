@@ -70,7 +70,7 @@ def test_summary_keeps_the_cells():
     ],
 )
 def test_missing_or_broken_markers_fail_and_write_nothing(tmp_path, text):
-    run, (lab, top) = _run(tmp_path), _readmes(tmp_path)
+    run, (lab, _top) = _run(tmp_path), _readmes(tmp_path)
     broken = tmp_path / "broken.md"
     broken.write_text(text)
     with pytest.raises(PublishError, match="broken.md"):
@@ -79,7 +79,7 @@ def test_missing_or_broken_markers_fail_and_write_nothing(tmp_path, text):
 
 
 def test_refuses_a_run_that_is_not_the_default_study(tmp_path):
-    run, (lab, top) = _run(tmp_path, replace(LabConfig(), steps=6)), _readmes(tmp_path)
+    run, (lab, _top) = _run(tmp_path, replace(LabConfig(), steps=6)), _readmes(tmp_path)
     with pytest.raises(PublishError, match="steps"):
         publish(run, (lab,))
     publish(run, (lab,), any_config=True)

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from arew.core.records import CHANNEL_INDEX
-from arew.lab.agent import Critic, LabPolicy, QuerySpace
-from arew.lab.config import LabConfig
-from arew.lab.rollout import rollout
 from arew.envs import parsing
 from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.envs.registry import make_env
+from arew.lab.agent import Critic, LabPolicy, QuerySpace
+from arew.lab.config import LabConfig
+from arew.lab.rollout import rollout
 
 
 def play(task: str, n: int = 4, seed: int = 0, critic: bool = True, diagnose: bool = False):

@@ -10,12 +10,12 @@ import torch
 from arew.cli import build_parser
 from arew.core import AReWConfigError
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, parse_variant, with_overrides
-from arew.lab.publish import PublishError, main, publish
 from arew.lab.publish import TARGETS as README_TARGETS
+from arew.lab.publish import PublishError, main, publish
 from arew.lab.report import final_ratio, summarise
+from arew.lab.rollout import Rollout
 from arew.lab.runner import run_key
 from arew.lab.studies import STUDIES, Study, arm
-from arew.lab.rollout import Rollout
 from arew.lab.train import RunResult, advantage_stage
 
 # two trajectories of 3 turns (AS at even positions, BT at odd ones): 5 positives, 4 negatives

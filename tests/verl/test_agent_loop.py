@@ -16,21 +16,20 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
-from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
 from arew.core.synact import KEYS_KEY
-from arew.episodes import EpisodeLog, decision_keys
-from arew.verl_plugin import agent_loop
-from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
-from arew.verl_plugin.trainer import AReWTrainer
 from arew.envs.preference.data import build_rows
 from arew.envs.preference.env import PreferenceEnv
 from arew.envs.registry import make_env
+from arew.episodes import EpisodeLog, decision_keys
+from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
+from arew.verl_plugin import agent_loop
+from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
+from arew.verl_plugin.trainer import AReWTrainer
 from fakes import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

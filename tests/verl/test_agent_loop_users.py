@@ -8,8 +8,8 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from arew.core import RECORDS_KEY, collect_segments
-from arew.verl_plugin.agent_loop import CritiqueAgentLoop
 from arew.envs.registry import make_env
+from arew.verl_plugin.agent_loop import CritiqueAgentLoop
 from fakes import ScriptedServer
 
 MEDIQ = {

@@ -79,9 +79,8 @@ async def test_prompt_without_room_is_refused(server):
 
 
 async def test_a_scripted_model_answers_every_turn_with_its_reply_through_the_server(tmp_path):
-    from scripted_model import build_scripted_model
-
     from arew.tiny_models import build_chat_tokenizer
+    from scripted_model import build_scripted_model
 
     reply = "<interact>Do you have a fever?</interact>"
     tokenizer = build_chat_tokenizer(extra_text=[reply] * 50)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from arew.serving.ray_service import free_port, healthy  # noqa: F401  (also vllm_kit.free_port / .healthy)
+from arew.serving.ray_service import free_port, healthy
 from fakes import log_tail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,9 +137,8 @@ def launch_vllm(tmp_path_factory):
 @pytest.fixture(scope="session")
 def scripted_model_dir(tmp_path_factory):
     """``scripted_model_dir(reply)``: a folder with a tiny model answering ``reply`` to every chat turn, and its tokenizer."""
-    from scripted_model import build_scripted_model
-
     from arew.tiny_models import build_chat_tokenizer
+    from scripted_model import build_scripted_model
 
     built: dict[tuple, Path] = {}
 

@@ -307,9 +307,9 @@ def agent_server(launch_vllm, scripted_model_dir):
 class TestEvalEndpoint:
     def test_arew_eval_plays_preference_episodes_through_vllm(self, agent_server, vllm_kit, scripted_model_dir, tmp_path):
         from arew.cli import main
-        from arew.episodes import episode_seed
         from arew.envs.registry import make_env
         from arew.envs.rows import read_rows
+        from arew.episodes import episode_seed
 
         before = vllm_kit.finished_requests(agent_server.url)
         out = tmp_path / "out"

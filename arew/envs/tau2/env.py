@@ -60,12 +60,21 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
+from tau2.data_model.simulation import SimulationRun, TerminationReason
+
 from arew.envs import parsing
 from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
 from arew.envs.options import Option
 from arew.envs.tau2 import DUAL, SOLO, prompts
 from arew.envs.tau2 import tools as tool_text
-from arew.envs.tau2.critiques import identity_items, invalid_critique, message_critique, revealed_items, tool_call_critique
+from arew.envs.tau2.critiques import (
+    identity_items,
+    invalid_critique,
+    message_critique,
+    revealed_items,
+    tool_call_critique,
+)
 from arew.envs.tau2.customer import (
     CUSTOMER_DEFAULTS,
     CUSTOMER_OPTIONS,
@@ -79,8 +88,6 @@ from arew.envs.tau2.customer import (
 from arew.envs.tau2.rewards import FinalState, fractional_reward, official_reward
 from arew.envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
 from arew.envs.tau2.settings import REWARDS, Tau2Settings
-from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
-from tau2.data_model.simulation import SimulationRun, TerminationReason
 
 MAX_TURNS = {SOLO: 30, DUAL: 22}
 STOP_TOKENS = {STOP: "customer_stop", TRANSFER: "customer_transfer", OUT_OF_SCOPE: "customer_out_of_scope"}

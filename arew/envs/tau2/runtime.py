@@ -102,7 +102,7 @@ class ToolSpec:
             return None
         try:
             self.model.model_validate(arguments)
-        except Exception as error:  # noqa: BLE001 (pydantic's ValidationError, or anything odd)
+        except Exception as error:
             details = getattr(error, "errors", None)
             first = details()[0] if callable(details) else {}
             where = ".".join(str(p) for p in first.get("loc", ())) or "arguments"

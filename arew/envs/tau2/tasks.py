@@ -47,10 +47,11 @@ ROW_REWARD = {"train": "fractional", "validation": "official", "test": "official
 
 def load_tasks() -> tuple[dict[str, Any], dict[str, list[str]]]:
     """Every telecom task by id, and tau2's named splits (lists of ids)."""
-    from arew.envs.tau2 import runtime  # noqa: F401  (imports tau2 quietly first)
     from tau2.domains.telecom.environment import get_tasks_split
     from tau2.domains.telecom.environment import load_tasks as tau2_load_tasks
     from tau2.domains.telecom.utils import TELECOM_TASK_SET_PATH
+
+    from arew.envs.tau2 import runtime  # noqa: F401  (imports tau2 quietly first)
 
     tasks = {task.id: task for task in tau2_load_tasks(TELECOM_TASK_SET_PATH)}
     return tasks, get_tasks_split()

@@ -30,7 +30,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from arew.envs.users.base import PROCESS_STATS, FactRequest, RowRequest, SimulatedUser, UserReply, UserRequest, UserStats
+from arew.envs.users.base import (
+    PROCESS_STATS,
+    FactRequest,
+    RowRequest,
+    SimulatedUser,
+    UserReply,
+    UserRequest,
+    UserStats,
+)
 from arew.envs.users.llm import LLMUser, LLMUserConfig
 from arew.envs.users.offline import FACT_THRESHOLD, ROW_THRESHOLD, OfflineUser
 

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("aiohttp")
 
-from arew.serving.ray_service import free_port  # noqa: E402
-from arew.envs.tau2.customer import (  # noqa: E402
+from arew.envs.tau2.customer import (
     CUSTOMER_DEFAULTS,
     CUSTOMER_OPTIONS,
     OUT_OF_SCOPE,
@@ -31,11 +30,12 @@ from arew.envs.tau2.customer import (  # noqa: E402
     prompts,
     split_stop,
 )
-from arew.envs.tau2.customer.base import PROCESS_STATS  # noqa: E402
-from arew.envs.tau2.customer.llm import repeated_run  # noqa: E402
-from arew.envs.tau2.customer.offline import _matches  # noqa: E402
-from arew.envs.tau2.runtime import ToolCall, new_environment, runtime  # noqa: E402
-from fakes import completion, delay  # noqa: E402
+from arew.envs.tau2.customer.base import PROCESS_STATS
+from arew.envs.tau2.customer.llm import repeated_run
+from arew.envs.tau2.customer.offline import _matches
+from arew.envs.tau2.runtime import ToolCall, new_environment, runtime
+from arew.serving.ray_service import free_port
+from fakes import completion, delay
 
 # the share of base tasks whose expected user actions the offline customer performs for a scripted
 # agent (measured: 114/114 with both phrasings); a floor, so that rule changes that lose tasks fail

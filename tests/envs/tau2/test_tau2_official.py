@@ -83,7 +83,7 @@ def _values(task) -> dict[str, list]:
 def _random_call(rng, specs, pool) -> str:
     spec = rng.choice(specs)
     arguments = {}
-    for name, type_text, required, _ in spec.params:
+    for name, _type_text, required, _ in spec.params:
         if required or rng.random() < 0.3:
             choices = pool.get(name) or ["x", 1, True]
             arguments[name] = rng.choice(choices)
