@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,10 @@ UNIFORM = ", ".join(["0.125"] * 8)
 @pytest.fixture(scope="module")
 def plugin(tmp_path_factory):
     """The example installed into a folder of its own, on this process's path and on its subprocesses'."""
-    target = tmp_path_factory.mktemp("site")
+    target, source = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("source") / "number_search"
+    shutil.copytree(EXAMPLE, source)  # setuptools builds in the source folder: keep the checkout clean
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(EXAMPLE)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(source)],
         check=True,
     )
     sys.path.insert(0, str(target))
