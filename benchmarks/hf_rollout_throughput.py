@@ -1,6 +1,6 @@
 """The ``hf`` rollout server's throughput against the number of requests in flight: does batching pay?
 
-    python benchmarks/hf_rollout_throughput.py [--models tiny,smollm2] [--concurrency 1,2,4,8] [--requests 16] [--readme]
+    python benchmarks/hf_rollout_throughput.py [--models tiny,smollm2] [--concurrency 1,2,4,8] [--requests 16] [--publish]
 
 For each model and each concurrency C, ``--requests`` generations (a PE-G-sized chat prompt of about
 1,400 tokens, then ``--max-tokens`` new tokens at temperature 1) are sent C at a time to one
@@ -8,7 +8,7 @@ For each model and each concurrency C, ``--requests`` generations (a PE-G-sized 
 (``max_batch=C``, what the CPU backend does) and one request at a time (``max_batch=1``, as under
 ``rollout.full_determinism`` and as the server did before it batched), the baseline measured in the
 same run. No cap on a batch's padded prompt tokens here (the backend's is ``rollout.max_num_batched_tokens``,
-8,192 by default: five of these prompts). Prints new tokens per second and the speed-up; ``--readme`` writes the table into docs/reference/benchmarks.md
+8,192 by default: five of these prompts). Prints new tokens per second and the speed-up; ``--publish`` writes the table into docs/reference/benchmarks.md
 between ``<!-- bench:hf-rollout-throughput:start -->`` and ``:end -->``.
 """
 
@@ -27,7 +27,7 @@ import torch
 from arew.markdown_blocks import replace_block
 from arew.verl_plugin.cpu.hf_rollout import HFRolloutServer
 
-README = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 MARKER = "bench:hf-rollout-throughput"
 MODELS = ("tiny", "smollm2")
 
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,2,4,8", help="requests in flight, comma-separated")
     parser.add_argument("--requests", type=int, default=16, help="generations per measurement")
     parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--readme", action="store_true", help="write the table into docs/reference/benchmarks.md between its markers")
+    parser.add_argument("--publish", action="store_true", help="write the table into docs/reference/benchmarks.md between its markers")
     args = parser.parse_args()
     models = args.models.split(",")
     if not set(models) <= set(MODELS):
@@ -98,8 +98,8 @@ def main() -> None:
                 print(row, flush=True)
     block = "\n".join(lines) + "\n"
     print("\n" + block)
-    if args.readme:
-        README.write_text(replace_block(README.read_text(), MARKER, block))
+    if args.publish:
+        PAGE.write_text(replace_block(PAGE.read_text(), MARKER, block))
 
 
 if __name__ == "__main__":

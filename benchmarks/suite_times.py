@@ -1,13 +1,13 @@
 """The test suite's time per tier and its slowest tests: is the suite still inside its budget?
 
-    python benchmarks/suite_times.py [--slowest 15] [--out runs/suite-times] [--skip-whole] [--readme] [--check]
+    python benchmarks/suite_times.py [--slowest 15] [--out runs/suite-times] [--skip-whole] [--publish] [--check]
 
 Runs the README's test command (``python -m pytest -q tests``) once with a JUnit report, then the
 fast tier's command (:data:`FAST`, in parallel on two workers). Each test's tier is the first of the
 markers vllm, e2e, ray, browser that it carries, else fast (tests/conftest.py writes it into the
 report). Prints the wall time of both commands, the time of each tier's tests within the whole run
 (set-up and tear-down included, as pytest counts them; collection is in the whole run's wall time
-only) and the slowest tests. ``--readme`` writes the table into docs/getting-started.md between its markers;
+only) and the slowest tests. ``--publish`` writes the table into docs/getting-started.md between its markers;
 ``--check`` exits non-zero when a run fails or is over its budget (:data:`BUDGET_SECONDS`).
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from arew.markdown_blocks import replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "docs" / "getting-started.md"
+PAGE = ROOT / "docs" / "getting-started.md"
 MARKER = "bench:suite-tiers"
 WHOLE = ["-m", "pytest", "-q", "tests"]
 FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser)", "-n", "2"]
@@ -63,11 +63,11 @@ def main() -> None:
     parser.add_argument("--slowest", type=int, default=15, help="slowest tests printed")
     parser.add_argument("--out", default="runs/suite-times", help="folder for the JUnit reports")
     parser.add_argument("--skip-whole", action="store_true", help="run the fast tier only")
-    parser.add_argument("--readme", action="store_true", help="write the table into docs/getting-started.md between its markers")
+    parser.add_argument("--publish", action="store_true", help="write the table into docs/getting-started.md between its markers")
     parser.add_argument("--check", action="store_true", help="exit 1 when a run fails or is over its budget")
     args = parser.parse_args()
-    if args.readme and args.skip_whole:
-        raise SystemExit("--readme: the README's table needs the whole run; leave --skip-whole out")
+    if args.publish and args.skip_whole:
+        raise SystemExit("--publish: the published table needs the whole run; leave --skip-whole out")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
@@ -97,16 +97,16 @@ def main() -> None:
         print(f"\nslowest {args.slowest} tests of the whole run:")
         for duration, test, tier, outcome in tests[: args.slowest]:
             print(f"  {duration:7.1f} s  [{tier}] {test}{'' if outcome == 'passed' else f'  ({outcome})'}")
-    if args.readme:
+    if args.publish:
         whole_wall, fast_wall = results["whole"][0], results["fast"][0]
         block = "\n".join([
-            f"_{machine}; written by `python benchmarks/suite_times.py --readme`_", "",
+            f"_{machine}; written by `python benchmarks/suite_times.py --publish`_", "",
             "| command | wall (s) |", "|---|---|",
             f"| the whole suite: `{shell(WHOLE)}` | {whole_wall:.0f} |",
             f"| the fast tier: `{shell(FAST)}` | {fast_wall:.0f} |", "",
             "| tier (within the whole run) | tests | seconds of tests |", "|---|---|---|", *rows,
         ]) + "\n"  # fmt: skip
-        README.write_text(replace_block(README.read_text(), MARKER, block))
+        PAGE.write_text(replace_block(PAGE.read_text(), MARKER, block))
     for problem in problems:
         print(f"suite_times: {problem}", file=sys.stderr)
     if args.check and problems:

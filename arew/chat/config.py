@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from arew.schema import check_fields, not_blank, setting
 
 
-def _urls(url: str) -> str | None:
+def http_urls(url: str) -> str | None:
+    """The rule of a ``url`` setting: one http(s) URL, or several separated by commas, each endpoint once."""
     urls = _split_urls(url)
     if not all(u.startswith(("http://", "https://")) for u in urls):
         return "be an http(s) URL, or several separated by commas"
@@ -18,11 +19,13 @@ def _urls(url: str) -> str | None:
 class ClientConfig:
     """Where requests go and how hard to try. A caller whose options carry a prefix (the LLM
     user's ``user_timeout``) subclasses with ``OPTION_PREFIX``, so that errors name its options;
-    a subclass that only changes a default keeps the declaration below (:func:`arew.schema.check_fields`)."""
+    a subclass that only changes a default keeps the declaration below (:func:`arew.schema.check_fields`),
+    one that says more about a field declares it again. These declarations are the options' checks
+    and documentation (``arew.envs.options.PrefixedOptions`` makes the fields flat options)."""
 
     OPTION_PREFIX = ""  # unannotated: a class attribute, not a field (nor a user option)
 
-    url: str = setting(doc="base URL of the OpenAI-compatible server (replicas: comma-separated)", kind=str, rule=_urls)
+    url: str = setting(doc="base URL of the OpenAI-compatible server (replicas: comma-separated)", kind=str, rule=http_urls)
     model: str = setting(doc="served model name", kind=str, rule=not_blank)
     timeout: float = setting(doc="seconds per request attempt, the wait for a concurrency slot included", kind=float, above=0)
     max_retries: int = setting(doc="further attempts after a timeout, refused connection or HTTP 408/429/5xx", kind=int, low=0)

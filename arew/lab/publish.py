@@ -1,6 +1,6 @@
-"""``python -m arew.lab.publish RUN_DIR``: write a default ``arew lab`` run's table into the READMEs.
+"""``python -m arew.lab.publish RUN_DIR``: write an ``arew lab`` run's tables into the docs pages.
 
-The published lab numbers are generated, never typed: each README holds its table between
+The published lab numbers are generated, never typed: each docs page holds its table between
 two markers (:mod:`arew.markdown_blocks`), and this command replaces exactly the text between them with the run's
 ``results.md`` (nothing else in the file changes)::
 
@@ -33,7 +33,7 @@ from arew.markdown_blocks import BlockError, has_block, markers, replace_block
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guides" / "lab.md")
 STUDY_TARGETS = TARGETS[:1]
-# columns of the README.md summary, by results.md header (the last one by prefix: its target varies)
+# columns of the lab guide's summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
 
 
@@ -64,7 +64,7 @@ def summary_table(results_md: str) -> str:
 
 
 def blocks_for(results_md: str) -> dict[str, str]:
-    """The default run's README blocks (:mod:`arew.markdown_blocks` names) and their contents."""
+    """The default run's blocks (:mod:`arew.markdown_blocks` names) and their contents."""
     return {"lab:default": results_md, "lab:default-summary": summary_table(results_md)}
 
 
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         "run", type=Path, help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one"
     )
     parser.add_argument(
-        "--readme", type=Path, action="append", help="target file (repeatable; default: both READMEs, a study: the lab's)"
+        "--target", type=Path, action="append", help="target page (repeatable; default: the lab results page and the lab guide; a study: the results page)"
     )
     parser.add_argument("--any-config", action="store_true", help="publish a run that is not the default study")
     args = parser.parse_args(argv)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.any_config:  # every run is checked before any is written
             for run in runs:
                 check_study(run) if study_of(run) else check_default(run)
-        written = [(run, publish(run, tuple(args.readme) if args.readme else None, args.any_config)) for run in runs]
+        written = [(run, publish(run, tuple(args.target) if args.target else None, args.any_config)) for run in runs]
     except PublishError as error:
         raise SystemExit(f"arew.lab.publish: {error}") from None
     for run, paths in written:

@@ -153,6 +153,17 @@ def check_fields(instance: Any, prefix: str = "") -> None:
             spec.check(f"{prefix}{f.name}", getattr(instance, f.name))
 
 
+def flat_settings(section: type) -> dict[str, tuple[Setting, Any]]:
+    """Each field of a section without subsections: its :class:`Setting` and its default (``MISSING`` if none)."""
+    declared = {}
+    for f in fields(section):
+        spec = _declaration(section, f.name)
+        if not isinstance(spec, Setting):
+            raise TypeError(f"{section.__name__}.{f.name} is not a declared setting")
+        declared[f.name] = (spec, f.default_factory() if f.default_factory is not MISSING else f.default)
+    return declared
+
+
 def _declaration(section: type, name: str) -> Setting | type | None:
     """Field ``name``'s :class:`Setting` or section; a subclass that only changes its default keeps its base's."""
     for cls in section.__mro__:
@@ -187,6 +198,15 @@ def markdown_table(section: type, key: str) -> str:
     doc = getattr(section, "DOC", "")
     rows = "".join(f"| `{name}` | {default} | {_escape(meaning)} |\n" for name, default, meaning in _rows(section, ""))
     return f"## `{key}`\n\n" + (f"{_escape(doc)}\n\n" if doc else "") + "| key | default | meaning |\n| --- | --- | --- |\n" + rows
+
+
+def options_table(options: Mapping[str, Setting], defaults: Mapping[str, Any], unknown: str) -> str:
+    """A Markdown table of flat options (name, default, meaning); ``unknown`` stands for a default ``defaults`` lacks."""
+    rows = "".join(
+        f"| `{name}` | {f'`{spec.yaml_text(defaults[name])}`' if name in defaults else _escape(unknown)} | {_escape(spec.doc)} |\n"
+        for name, spec in options.items()
+    )
+    return "| option | default | meaning |\n| --- | --- | --- |\n" + rows
 
 
 def _rows(section: type, prefix: str):

@@ -85,7 +85,7 @@ def test_refuses_a_run_that_is_not_the_default_study(tmp_path):
     publish(run, (lab,), any_config=True)
     assert RESULTS in lab.read_text()
     with pytest.raises(SystemExit, match="not the default study"):
-        main([str(run), "--readme", str(lab)])
+        main([str(run), "--target", str(lab)])
 
 
 def test_the_repository_readmes_carry_the_markers():

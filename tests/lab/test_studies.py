@@ -252,7 +252,7 @@ def test_publish_writes_exactly_between_the_study_markers(tmp_path):
     )
     _study_run(tmp_path / "all", "grouping")
     _study_run(tmp_path / "all", "lambda")
-    main([str(tmp_path / "all"), "--readme", str(readme)])  # a --study all folder publishes each study
+    main([str(tmp_path / "all"), "--target", str(readme)])  # a --study all folder publishes each study
     text = readme.read_text()
     assert "| grouping-row |" in text and "| lambda-row |" in text and "default table" in text
     assert text.count("old") == 0 and text.endswith("end")
@@ -270,7 +270,7 @@ def test_publish_refuses_a_study_run_that_is_not_the_studys_default(tmp_path):
     with pytest.raises(PublishError, match="study.arms"):
         publish(edited, (readme,))
     with pytest.raises(SystemExit, match="not the 'lambda' study"):
-        main([str(quick), "--readme", str(readme)])
+        main([str(quick), "--target", str(readme)])
     assert readme.read_text() == README
     publish(quick, (readme,), any_config=True)
     assert "| lambda-row |" in readme.read_text()

@@ -1,4 +1,4 @@
-"""``python -m arew.reporting.readme``: write the dashboard's panel list into docs/guides/dashboards.md.
+"""``python -m arew.reporting.panel_docs``: write the dashboard's panel list into docs/guides/dashboards.md.
 
 The list is generated from ``arew.reporting.panels``, never typed: that page holds it between
 ``<!-- panels:start -->`` and ``<!-- panels:end -->`` (each on its own line), and a test checks that
@@ -13,7 +13,7 @@ from pathlib import Path
 from arew.markdown_blocks import BlockError, replace_block
 from arew.reporting.panels import ROLLOUT_TABLES, SECTIONS
 
-README = Path(__file__).resolve().parents[2] / "docs" / "guides" / "dashboards.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "dashboards.md"
 BLOCK = "panels"  # the page's <!-- panels:start --> ... <!-- panels:end --> (arew.markdown_blocks)
 NEEDS_WORDS = {
     "pe": "preference-estimation tasks",
@@ -41,19 +41,19 @@ def panel_lines() -> str:
 
 
 def render(text: str) -> str:
-    """``text`` (a README) with its panel block regenerated."""
+    """``text`` (a docs page) with its panel block regenerated."""
     return replace_block(text, BLOCK, panel_lines())
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m arew.reporting.readme", description=__doc__.splitlines()[0])
-    parser.add_argument("--readme", type=Path, default=README, help="the file to update (default: the repository's README.md)")
+    parser = argparse.ArgumentParser(prog="python -m arew.reporting.panel_docs", description=__doc__.splitlines()[0])
+    parser.add_argument("--page", type=Path, default=PAGE, help="the file to update (default: docs/guides/dashboards.md)")
     args = parser.parse_args(argv)
     try:
-        args.readme.write_text(render(args.readme.read_text()))
+        args.page.write_text(render(args.page.read_text()))
     except (BlockError, FileNotFoundError) as error:
-        raise SystemExit(f"{args.readme}: {error}") from None
-    print(f"wrote the panel list into {args.readme}")
+        raise SystemExit(f"{args.page}: {error}") from None
+    print(f"wrote the panel list into {args.page}")
 
 
 if __name__ == "__main__":

@@ -7,37 +7,37 @@ import dataclasses
 import pytest
 
 from arew.markdown_blocks import BlockError, markers
-from arew.reporting import panels, readme
+from arew.reporting import panel_docs, panels
 
 
-def test_the_readme_panel_block_is_what_the_panel_list_generates():
-    text = readme.README.read_text()
-    start, end = markers(readme.BLOCK)
+def test_the_dashboards_page_panel_block_is_what_the_panel_list_generates():
+    text = panel_docs.PAGE.read_text()
+    start, end = markers(panel_docs.BLOCK)
     assert start in text and end in text
-    assert readme.render(text) == text, "docs/guides/dashboards.md's panel list is stale: run `python -m arew.reporting.readme`"
+    assert panel_docs.render(text) == text, "docs/guides/dashboards.md's panel list is stale: run `python -m arew.reporting.panel_docs`"
 
 
 def test_every_panel_and_key_has_its_line():
-    lines = readme.panel_lines().splitlines()
+    lines = panel_docs.panel_lines().splitlines()
     for panel in panels.panels():
         line = next(line for line in lines if line.startswith(f"  - {panel.title}: "))
         assert panel.description in line and all(f"`{key}`" in line for key in panel.keys)
     assert len(lines) == len(panels.SECTIONS) + len(panels.panels()) + 1
 
 
-def test_a_renamed_panel_makes_the_readme_stale(monkeypatch):
+def test_a_renamed_panel_makes_the_page_stale(monkeypatch):
     first = panels.SECTIONS[0]
     renamed = dataclasses.replace(first, panels=(dataclasses.replace(first.panels[0], title="Renamed"),) + first.panels[1:])
-    monkeypatch.setattr(readme, "SECTIONS", (renamed,) + panels.SECTIONS[1:])
-    text = readme.README.read_text()
-    assert readme.render(text) != text
+    monkeypatch.setattr(panel_docs, "SECTIONS", (renamed,) + panels.SECTIONS[1:])
+    text = panel_docs.PAGE.read_text()
+    assert panel_docs.render(text) != text
 
 
 def test_a_file_without_the_markers_is_refused(tmp_path):
     target = tmp_path / "README.md"
     target.write_text("# no markers\n")
     with pytest.raises(SystemExit, match="expected one <!-- panels:start -->"):
-        readme.main(["--readme", str(target)])
+        panel_docs.main(["--page", str(target)])
     assert target.read_text() == "# no markers\n"
     with pytest.raises(BlockError):
-        readme.render(f"{markers(readme.BLOCK)[0]}\n")
+        panel_docs.render(f"{markers(panel_docs.BLOCK)[0]}\n")
