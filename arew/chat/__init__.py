@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from arew.chat.client import ChatCompletionClient, ChatReply, RequestFailed
 from arew.chat.config import ClientConfig
-from arew.chat.responses import ChatMessage, Parsed, ToolCallRequest, chat_completion_message, chat_completion_text
+from arew.chat.responses import ChatMessage, ParseResult, ToolCallRequest, chat_completion_message, chat_completion_text
 
 __all__ = [
     "ChatCompletionClient",
     "ChatMessage",
     "ChatReply",
     "ClientConfig",
-    "Parsed",
+    "ParseResult",
     "RequestFailed",
     "ToolCallRequest",
     "chat_completion_message",

@@ -1,5 +1,8 @@
-"""Reading an OpenAI-style chat-completions body: whatever a server sends, a :class:`Parsed` comes
-back (never an exception), so that a malformed reply is one counted failure, not a crashed caller."""
+"""Reading an OpenAI-style chat-completions body: whatever a server sends, a :class:`ParseResult` comes
+back (never an exception), so that a malformed reply is one counted failure, not a crashed caller.
+
+:class:`ParseResult` and :data:`MAX_TEXT_CHARS` are also those of the agent parsers
+(``arew.envs.parsing``, which builds on this package), so a reply passed on as a turn fits their bound."""
 
 from __future__ import annotations
 
@@ -7,14 +10,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-MAX_CONTENT_CHARS = 16_000  # the agent parsers' bound (arew.envs.parsing), so a reply passed on as a turn fits it
+MAX_TEXT_CHARS = 16_000  # the longest text read: a reply's content or arguments, an agent's turn (arew.envs.parsing)
 MAX_TOOL_CALLS = 32
 MAX_TOOL_NAME_CHARS = 64
 
 
 @dataclass(frozen=True)
-class Parsed:
-    """What a body holds (``value``), or the reason (``error``) why it holds nothing usable."""
+class ParseResult:
+    """A parsed value (what a body or a text holds), or the reason (``error``, a sentence for whoever
+    wrote it) why there is none."""
 
     value: Any = None
     error: str | None = None
@@ -22,6 +26,14 @@ class Parsed:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @classmethod
+    def success(cls, value: Any) -> ParseResult:
+        return cls(value=value)
+
+    @classmethod
+    def failure(cls, reason: str) -> ParseResult:
+        return cls(error=reason)
 
 
 @dataclass(frozen=True)
@@ -52,34 +64,34 @@ class ChatMessage:
 def _content_problem(content: Any) -> str | None:
     if not isinstance(content, str):
         return "the output is not text"
-    if len(content) > MAX_CONTENT_CHARS:
-        return f"the output is longer than {MAX_CONTENT_CHARS} characters"
+    if len(content) > MAX_TEXT_CHARS:
+        return f"the output is longer than {MAX_TEXT_CHARS} characters"
     return None
 
 
-def _first_message(response: Any) -> Parsed:
+def _first_message(response: Any) -> ParseResult:
     """``choices[0].message`` of a chat-completions body, as a dict (or why there is none)."""
     if not isinstance(response, dict):
-        return Parsed(error="the response is not a JSON object")
+        return ParseResult(error="the response is not a JSON object")
     choices = response.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return Parsed(error="the response has no choices")
+        return ParseResult(error="the response has no choices")
     message = choices[0].get("message")
-    return Parsed(message if isinstance(message, dict) else {})
+    return ParseResult(message if isinstance(message, dict) else {})
 
 
-def chat_completion_text(response: Any) -> Parsed:
+def chat_completion_text(response: Any) -> ParseResult:
     """The assistant text of an OpenAI-style chat-completions JSON body (``choices[0].message.content``)."""
     message = _first_message(response)
     if not message.ok:
         return message
     content = message.value.get("content")
     if not isinstance(content, str):
-        return Parsed(error="the response has no message content")
+        return ParseResult(error="the response has no message content")
     problem = _content_problem(content)
     if problem:
-        return Parsed(error=problem)
-    return Parsed(content)
+        return ParseResult(error=problem)
+    return ParseResult(content)
 
 
 def _tool_call(entry: Any, index: int) -> ToolCallRequest:
@@ -102,8 +114,8 @@ def _tool_call(entry: Any, index: int) -> ToolCallRequest:
         return ToolCallRequest(call_id, name, dict(raw))
     if not isinstance(raw, str):
         return ToolCallRequest(call_id, name, None, "the arguments are neither a JSON string nor an object")
-    if len(raw) > MAX_CONTENT_CHARS:
-        return ToolCallRequest(call_id, name, None, f"the arguments are longer than {MAX_CONTENT_CHARS} characters")
+    if len(raw) > MAX_TEXT_CHARS:
+        return ToolCallRequest(call_id, name, None, f"the arguments are longer than {MAX_TEXT_CHARS} characters")
     try:
         decoded = json.loads(raw)
     except (ValueError, RecursionError):
@@ -113,7 +125,7 @@ def _tool_call(entry: Any, index: int) -> ToolCallRequest:
     return ToolCallRequest(call_id, name, decoded)
 
 
-def chat_completion_message(response: Any) -> Parsed:
+def chat_completion_message(response: Any) -> ParseResult:
     """Text and tool calls of a chat-completions body whose request offered ``tools``.
 
     A reply is valid when ``message.content`` is text (possibly empty) or, with content null
@@ -128,15 +140,15 @@ def chat_completion_message(response: Any) -> Parsed:
     if raw_calls is None:
         raw_calls = []
     if not isinstance(raw_calls, list):
-        return Parsed(error="the response's tool_calls is not a list")
+        return ParseResult(error="the response's tool_calls is not a list")
     if len(raw_calls) > MAX_TOOL_CALLS:
-        return Parsed(error=f"the response makes {len(raw_calls)} tool calls, at most {MAX_TOOL_CALLS} are read")
+        return ParseResult(error=f"the response makes {len(raw_calls)} tool calls, at most {MAX_TOOL_CALLS} are read")
     if content is not None and not isinstance(content, str):
-        return Parsed(error="the response's message content is not text")
+        return ParseResult(error="the response's message content is not text")
     if content is None and not raw_calls:
-        return Parsed(error="the response has neither message content nor tool calls")
+        return ParseResult(error="the response has neither message content nor tool calls")
     problem = _content_problem(content or "")
     if problem:
-        return Parsed(error=problem)
+        return ParseResult(error=problem)
     calls = tuple(_tool_call(entry, i) for i, entry in enumerate(raw_calls))
-    return Parsed(ChatMessage(content or "", calls))
+    return ParseResult(ChatMessage(content or "", calls))

@@ -17,7 +17,8 @@ unicode digits and thousands separators are rejected.
 
 Input longer than :data:`MAX_TEXT_CHARS` is rejected before any scanning, which bounds the
 work per turn; all scanning is ``str.find``/``str.count`` or anchored regexes on short
-tokens, so there is no backtracking blow-up.
+tokens, so there is no backtracking blow-up. :class:`ParseResult` and :data:`MAX_TEXT_CHARS` are
+those of :mod:`arew.chat.responses` (the chat-completions reader), named here as this module's too.
 """
 
 from __future__ import annotations
@@ -27,33 +28,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MAX_TEXT_CHARS = 16_000
+from arew.chat.responses import MAX_TEXT_CHARS, ParseResult
+
 MAX_TOKEN_CHARS = 32
 PAYLOAD_TAGS = ("interact", "answer")
 
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII)
 _INTEGER = re.compile(r"[0-9]{1,6}", re.ASCII)
 _SEPARATORS = re.compile(r"[,\s]+")
-
-
-@dataclass(frozen=True)
-class ParseResult:
-    """A parsed value, or the reason (a sentence for the agent) why there is none."""
-
-    value: Any = None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @classmethod
-    def success(cls, value: Any) -> ParseResult:
-        return cls(value=value)
-
-    @classmethod
-    def failure(cls, reason: str) -> ParseResult:
-        return cls(error=reason)
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,26 @@
 (:mod:`arew.schema`) render. It lives here, above every section it documents, because the Hydra
 config it writes is the verl plugin's. In the YAML only the sections' blocks are replaced (each from
 its key line to the next line indented as little, with the comment lines just above it), so the
-hand-written keys around them (trainer, rollout, adv_estimator) stay as they are.
+hand-written keys around them (trainer, rollout, adv_estimator) stay as they are. The Markdown also
+lists the options of ``arew_agent.env_options``: those of each of AReW's own tasks (its environment
+class's ``OPTIONS``, defaults from its constructor), the simulated user's and the customer's.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from arew.core.config import AReWConfig
+from arew.envs.registry import env_class, task_specs
+from arew.envs.tau2.customer import CUSTOMER_DEFAULTS, CUSTOMER_OPTIONS
+from arew.envs.users import USER_DEFAULTS, USER_OPTIONS
 from arew.metrics.rollouts import RolloutSettings
-from arew.schema import markdown_table, yaml_block
+from arew.schema import markdown_table, options_table, yaml_block
 from arew.serving.spec import ServiceSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
@@ -38,8 +45,73 @@ leading `+` (`+algorithm.arew.lam=0.2`).
 """
 
 
+ENV_OPTIONS = "arew_agent.env_options"
+ENV_INTRO = f"""## `{ENV_OPTIONS}`
+
+The options a task's environment takes (`make_env(..., **options)`): each environment class declares
+its own in `OPTIONS` (arew.envs.options), with the defaults of its constructor, and tasks that talk to
+a simulated user or customer also take that one's options. An option the task does not take, or an
+invalid value, stops the run at start-up naming it, e.g. `{ENV_OPTIONS}.user_timeout: must be > 0, got 0`.
+"""
+UNREAD = "constructor's"  # shown where a default cannot be read from the constructor
+# (whose options, their options, their defaults, what they are, whether an environment class takes them)
+SHARED: tuple[tuple[str, dict, dict, str, Any], ...] = (
+    (
+        "simulated user",
+        USER_OPTIONS,
+        USER_DEFAULTS,
+        "MediQ's and FloDial's user (arew.envs.users): `user` picks the kind, the thresholds tune the offline one, "
+        "the rest configure the LLM one (checked even while the user is offline).",
+        lambda cls: cls.TAKES_USER_OPTIONS,
+    ),
+    (
+        "simulated customer",
+        CUSTOMER_OPTIONS,
+        CUSTOMER_DEFAULTS,
+        "tau2-dual's customer (arew.envs.tau2.customer): `customer` picks the kind, the rest configure the LLM one "
+        "(checked even while the customer is offline).",
+        lambda cls: set(CUSTOMER_OPTIONS) <= set(cls.OPTIONS),
+    ),
+)
+
+
+def env_options_markdown() -> str:
+    """The ``arew_agent.env_options`` section: a table per environment class of AReW's tasks, then the shared options'."""
+    families: dict[type, list[str]] = {}
+    for name, spec in task_specs().items():
+        if spec.env.startswith("arew."):  # an installed package's tasks are its own to document
+            families.setdefault(env_class(name), []).append(name)
+    text = ENV_INTRO
+    for cls, names in families.items():
+        shared = [entry for entry in SHARED if entry[4](cls)]
+        own = {key: spec for key, spec in cls.OPTIONS.items() if not any(key in entry[1] for entry in shared)}
+        tasks = ", ".join(f"`{name}`" for name in names)
+        text += f"\n### {tasks} ({cls.__module__}.{cls.__name__})\n\n"
+        if shared:
+            text += f"Also takes the {' and the '.join(entry[0] for entry in shared)}'s options (below).\n\n"
+        text += options_table(own, _constructor_defaults(cls), UNREAD) if own else "No options of its own.\n"
+    for who, options, defaults, doc, _ in SHARED:
+        text += f"\n### The {who}'s options\n\n{doc}\n\n" + options_table(options, defaults, UNREAD)
+    return text
+
+
+def _constructor_defaults(cls: type) -> dict[str, Any]:
+    """The defaults of ``cls``'s constructor's keyword arguments and of those it passes on (``PASSED_ON_DEFAULTS``)."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        parameters = []
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    return {**defaults, **getattr(cls, "PASSED_ON_DEFAULTS", {})}
+
+
 def markdown() -> str:
-    return INTRO + "".join(f"\n{markdown_table(section, key)}" for key, section in SECTIONS.items())
+    text = INTRO
+    for key, section in SECTIONS.items():
+        text += f"\n{markdown_table(section, key)}"
+        if key == ENV_OPTIONS.split(".")[0]:
+            text += f"\n{env_options_markdown()}"
+    return text
 
 
 def yaml_text(text: str) -> str:

@@ -3,8 +3,8 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arew.chat import Parsed, chat_completion_message, chat_completion_text
-from arew.chat.responses import MAX_CONTENT_CHARS
+from arew.chat import ParseResult, chat_completion_message, chat_completion_text
+from arew.chat.responses import MAX_TEXT_CHARS
 
 JSONISH = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
@@ -14,11 +14,11 @@ JSONISH = st.recursive(
     ),
     max_leaves=10,
 )
-TEXTS = st.one_of(st.text(max_size=200), st.sampled_from(["", "\ud800", "x" * (MAX_CONTENT_CHARS + 1), "FACTS: 1"]))
+TEXTS = st.one_of(st.text(max_size=200), st.sampled_from(["", "\ud800", "x" * (MAX_TEXT_CHARS + 1), "FACTS: 1"]))
 
 
 def check(result, shape=None):
-    assert isinstance(result, Parsed) and result.ok == (result.error is None)
+    assert isinstance(result, ParseResult) and result.ok == (result.error is None)
     if result.ok:
         if shape:
             shape(result.value)

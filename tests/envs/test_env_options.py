@@ -29,7 +29,7 @@ def test_declared_defaults_pass_and_come_from_the_constructor(task):
         ("pe-f-d6", {"replay_samples": 0}, f"{PREFIX}.replay_samples: must be >= 1, got 0"),
         ("mediq", {"reward_rule": "reference"}, f"{PREFIX}.reward_rule: not an option of MediQEnv"),  # another task's option
         ("mediq", {"user_timout": 5}, f"{PREFIX}.user_timout: not an option of MediQEnv; valid options: .*'user_timeout'"),
-        ("mediq", {"user_timeout": "abc"}, f"{PREFIX}.user_timeout: expected a float"),
+        ("mediq", {"user_timeout": "abc"}, f"{PREFIX}.user_timeout: expected a finite number, got 'abc'"),
         ("mediq", {"user": "llm", "user_timeout": float("nan")}, f"{PREFIX}.user_timeout: expected a finite number, got nan"),
         ("mediq", {"counterfactual_as": "yes"}, f"{PREFIX}.counterfactual_as: expected true or false, got 'yes'"),
         ("mediq", {"cf_as_max_overlap": 1.5}, f"{PREFIX}.cf_as_max_overlap: must be >= 0 and <= 1, got 1.5"),
@@ -46,3 +46,19 @@ def test_declared_defaults_pass_and_come_from_the_constructor(task):
 def test_invalid_options_name_their_key(task, options, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
         check_env_options(task, options)
+
+
+def test_prefixed_options_follow_the_config_declarations():
+    from arew.envs.options import PrefixedOptions
+    from arew.envs.users import USER_OPTIONS, LLMUserConfig
+
+    flat = PrefixedOptions(LLMUserConfig, "user_")
+    assert flat.options["user_timeout"] is USER_OPTIONS["user_timeout"] and flat.options["user_timeout"].above == 0
+    assert flat.defaults["user_timeout"] == 15.0 and flat.defaults["user_api_key"] is None
+    assert flat.build({"user_timeout": 5}).timeout == 5.0  # an int for a float field
+    with pytest.raises(ValueError, match=rf"^{PREFIX}\.user_fallback: must be one of"):
+        flat.build({"user_fallback": "maybe"}, PREFIX)
+    with pytest.raises(ValueError, match=r"^user_max_tokens: must be >= 1, got 0"):
+        flat.build({"user_max_tokens": 0})
+    with pytest.raises(TypeError, match="user_temprature"):
+        flat.build({"user_temprature": 0.5})

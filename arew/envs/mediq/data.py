@@ -55,7 +55,7 @@ def read_source(source: str | Path) -> list[dict[str, Any]]:
     """Raw records of a MediQ jsonl file or URL (blank lines skipped)."""
     text_source = str(source)
     if text_source.startswith(("http://", "https://")):
-        with urllib.request.urlopen(text_source, timeout=60) as response:
+        with urllib.request.urlopen(text_source, timeout=60) as response:  # a URL the user gave
             text = response.read().decode("utf-8")
     else:
         text = Path(source).read_text(encoding="utf-8")

@@ -60,9 +60,6 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from tau2.data_model.message import AssistantMessage, ToolCall, UserMessage
-from tau2.data_model.simulation import SimulationRun, TerminationReason
-
 from arew.envs import parsing
 from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
 from arew.envs.options import Option
@@ -86,7 +83,17 @@ from arew.envs.tau2.customer import (
     make_customer,
 )
 from arew.envs.tau2.rewards import FinalState, fractional_reward, official_reward
-from arew.envs.tau2.runtime import Task, ToolSpec, new_environment, runtime
+from arew.envs.tau2.runtime import (
+    AssistantMessage,
+    SimulationRun,
+    Task,
+    TerminationReason,
+    ToolCall,
+    ToolSpec,
+    UserMessage,
+    new_environment,
+    runtime,
+)
 from arew.envs.tau2.settings import REWARDS, Tau2Settings
 
 MAX_TURNS = {SOLO: 30, DUAL: 22}

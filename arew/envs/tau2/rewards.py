@@ -17,10 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tau2.data_model.tasks import RewardType
-from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
-
-from arew.envs.tau2.runtime import Task, new_environment
+from arew.envs.tau2.runtime import CommunicateEvaluator, RewardType, Task, new_environment
 
 
 class FinalState:
@@ -49,7 +46,7 @@ class FinalState:
             for action in self._expected:
                 try:
                     gold.make_tool_call(tool_name=action.name, requestor=action.requestor, **action.arguments)
-                except Exception:
+                except Exception:  # tau2 logs and goes on
                     pass
             self._db_match = gold.get_db_hash() == self.env.get_db_hash() and gold.get_user_db_hash() == self.env.get_user_db_hash()
         return self._db_match

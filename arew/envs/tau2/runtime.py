@@ -61,18 +61,24 @@ def _import_tau2_quietly() -> None:
 
 _import_tau2_quietly()
 
-from tau2.data_model.message import ToolCall, ToolMessage  # noqa: E402
-from tau2.data_model.tasks import Task  # noqa: E402
+from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage  # noqa: E402
+from tau2.data_model.simulation import SimulationRun, TerminationReason  # noqa: E402
+from tau2.data_model.tasks import RewardType, Task  # noqa: E402
 from tau2.domains.telecom.data_model import TelecomDB  # noqa: E402
 from tau2.domains.telecom.environment import TelecomEnvironment, get_environment  # noqa: E402
 from tau2.domains.telecom.tools import TelecomTools  # noqa: E402
 from tau2.domains.telecom.user_data_model import TelecomUserDB  # noqa: E402
 from tau2.domains.telecom.user_tools import TelecomUserTools  # noqa: E402
 from tau2.domains.telecom.utils import TELECOM_DB_PATH, TELECOM_USER_DB_PATH  # noqa: E402
+from tau2.evaluator.evaluator_communicate import CommunicateEvaluator  # noqa: E402
 
 PRISTINE_VPN_DETAILS = TelecomUserTools.default_vpn_details.model_copy(deep=True)
 
-__all__ = ["Task", "ToolCall", "ToolMessage", "TelecomEnvironment", "ToolSpec", "Runtime", "runtime", "new_environment"]
+# every module of arew.envs.tau2 takes tau2's names from here, so tau2 is only ever imported quietly
+__all__ = [
+    "AssistantMessage", "CommunicateEvaluator", "RewardType", "SimulationRun", "Task", "TerminationReason", "ToolCall",
+    "ToolMessage", "UserMessage", "TelecomEnvironment", "ToolSpec", "Runtime", "runtime", "new_environment",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,7 @@ class ToolSpec:
             return None
         try:
             self.model.model_validate(arguments)
-        except Exception as error:
+        except Exception as error:  # pydantic's ValidationError, or anything odd
             details = getattr(error, "errors", None)
             first = details()[0] if callable(details) else {}
             where = ".".join(str(p) for p in first.get("loc", ())) or "arguments"

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arew.chat import ChatCompletionClient, ClientConfig, RequestFailed
+from arew.chat.config import http_urls
 from arew.envs.tau2.customer import prompts
 from arew.envs.tau2.customer.base import PROCESS_STATS, CustomerStats, CustomerTurn, count, split_stop
 from arew.envs.tau2.customer.device import Device, DeviceResult, call_safely, tool_names
@@ -47,7 +48,12 @@ class LLMCustomerConfig(ClientConfig):
 
     OPTION_PREFIX = "customer_"
 
-    url: str = "http://127.0.0.1:8000/v1"
+    url: str = setting(
+        "http://127.0.0.1:8000/v1",
+        "base URL of the customer's OpenAI-compatible server, which must do tool calling (vLLM: --enable-auto-tool-choice "
+        "--tool-call-parser); replicas: comma-separated",
+        rule=http_urls,
+    )
     model: str = "Qwen/Qwen2.5-14B-Instruct"
     timeout: float = 60.0
     max_retries: int = 2
