@@ -120,7 +120,7 @@ class AdaptiveConfig:
 
     enabled: bool = setting(
         False,
-        "Scale lambda by the smoothed critique accuracy (mode=reweight only): for critiques of unknown quality; in the PE lab it fades sign-random critiques out and costs a little reward with good ones (arew/lab/README.md, Adaptive lambda)",
+        "Scale lambda by the smoothed critique accuracy (mode=reweight only): for critiques of unknown quality; in the PE lab it fades sign-random critiques out and costs a little reward with good ones (docs/reference/lab-results.md, Adaptive λ)",
     )
     full_at: float = setting(
         0.7,
