@@ -30,6 +30,7 @@ user (``episode/proxy_user_fallbacks/mean``).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import os
 import signal
@@ -239,7 +240,7 @@ class UserService:
                 f"within {settings.startup_timeout:g} s; the cluster has {ray.cluster_resources()} in all, "
                 f"{ray.available_resources()} free"
             ) from None
-        fields = {name: getattr(settings, name) for name in settings.__dataclass_fields__}
+        fields = {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings)}  # not its ClassVars
         for replica in range(settings.replicas):
             strategy = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=replica)
             self.actors.append(
