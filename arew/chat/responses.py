@@ -61,7 +61,8 @@ class ChatMessage:
     tool_calls: tuple[ToolCallRequest, ...] = ()
 
 
-def _content_problem(content: Any) -> str | None:
+def text_problem(content: Any) -> str | None:
+    """Why ``content`` is not usable model text (not a string, or longer than :data:`MAX_TEXT_CHARS`), or None."""
     if not isinstance(content, str):
         return "the output is not text"
     if len(content) > MAX_TEXT_CHARS:
@@ -88,7 +89,7 @@ def chat_completion_text(response: Any) -> ParseResult:
     content = message.value.get("content")
     if not isinstance(content, str):
         return ParseResult(error="the response has no message content")
-    problem = _content_problem(content)
+    problem = text_problem(content)
     if problem:
         return ParseResult(error=problem)
     return ParseResult(content)
@@ -147,7 +148,7 @@ def chat_completion_message(response: Any) -> ParseResult:
         return ParseResult(error="the response's message content is not text")
     if content is None and not raw_calls:
         return ParseResult(error="the response has neither message content nor tool calls")
-    problem = _content_problem(content or "")
+    problem = text_problem(content or "")
     if problem:
         return ParseResult(error=problem)
     calls = tuple(_tool_call(entry, i) for i, entry in enumerate(raw_calls))

@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from arew.chat.responses import MAX_TEXT_CHARS, ParseResult
+from arew.chat.responses import MAX_TEXT_CHARS as MAX_TEXT_CHARS  # this module's API too (see above)
+from arew.chat.responses import ParseResult, text_problem
 
 MAX_TOKEN_CHARS = 32
 PAYLOAD_TAGS = ("interact", "answer")
@@ -52,17 +53,9 @@ class PairQuery:
         return frozenset((self.first, self.second)), self.attrs
 
 
-def _check_text(text: Any) -> str | None:
-    if not isinstance(text, str):
-        return "the output is not text"
-    if len(text) > MAX_TEXT_CHARS:
-        return f"the output is longer than {MAX_TEXT_CHARS} characters"
-    return None
-
-
 def extract_tag(text: Any, tag: str) -> ParseResult:
     """Payload between the single ``<tag>`` and ``</tag>`` of ``text`` (stripped)."""
-    problem = _check_text(text)
+    problem = text_problem(text)
     if problem:
         return ParseResult.failure(problem)
     open_tag, close_tag = f"<{tag}>", f"</{tag}>"
@@ -89,7 +82,7 @@ def payload_kind(text: Any) -> str | None:
     The agent loop uses this to route a turn: ``"answer"`` means the agent gave its final
     answer (call ``env.answer``), whatever round it was.
     """
-    if _check_text(text):
+    if text_problem(text):
         return None
     present = [tag for tag in PAYLOAD_TAGS if _mentions(text, tag)]
     if len(present) != 1 or not extract_tag(text, present[0]).ok:
@@ -99,7 +92,7 @@ def payload_kind(text: Any) -> str | None:
 
 def extract_payload(text: Any, tag: str) -> ParseResult:
     """Like :func:`extract_tag`, but also rejects a turn that mixes payload kinds."""
-    problem = _check_text(text)
+    problem = text_problem(text)
     if problem:
         return ParseResult.failure(problem)
     others = [other for other in PAYLOAD_TAGS if other != tag and _mentions(text, other)]
@@ -119,7 +112,7 @@ def _split(payload: str) -> list[str]:
 
 def parse_numbers(payload: Any, max_count: int = 64) -> ParseResult:
     """Finite floats from a comma/space separated list."""
-    problem = _check_text(payload)
+    problem = text_problem(payload)
     if problem:
         return ParseResult.failure(problem)
     tokens = _split(payload)
@@ -175,7 +168,7 @@ def parse_pair_query(payload: Any, n_items: int, n_attrs: int, subset_size: int)
     take ``i, j | k, l`` -- items i and j compared on the attribute set {k, l}, with exactly
     ``subset_size`` attributes; full tasks take ``i, j`` and compare on all attributes.
     """
-    problem = _check_text(payload)
+    problem = text_problem(payload)
     if problem:
         return ParseResult.failure(problem)
     gated = subset_size < n_attrs
@@ -213,7 +206,7 @@ def parse_question(payload: Any, max_chars: int = MAX_QUESTION_CHARS) -> ParseRe
     It must contain a letter, be at most ``max_chars`` characters after normalisation, and
     hold only printable characters (so it can be sent to an LLM user as JSON).
     """
-    problem = _check_text(payload)
+    problem = text_problem(payload)
     if problem:
         return ParseResult.failure(problem)
     question = _WHITESPACE.sub(" ", payload).strip()
@@ -368,7 +361,7 @@ def parse_selection(
     not a quote of its item; and, when ``truncated``, an answer the cut may have shortened
     (numbers at the very end; any list form). Returns a failure with the reason otherwise.
     """
-    problem = _check_text(text)
+    problem = text_problem(text)
     if problem:
         return ParseResult.failure(problem)
     if not isinstance(label, str) or not label:

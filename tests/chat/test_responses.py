@@ -3,8 +3,9 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arew.chat import ParseResult, chat_completion_message, chat_completion_text
+from arew.chat import chat_completion_message, chat_completion_text
 from arew.chat.responses import MAX_TEXT_CHARS
+from parse_checks import check
 
 JSONISH = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
@@ -15,15 +16,6 @@ JSONISH = st.recursive(
     max_leaves=10,
 )
 TEXTS = st.one_of(st.text(max_size=200), st.sampled_from(["", "\ud800", "x" * (MAX_TEXT_CHARS + 1), "FACTS: 1"]))
-
-
-def check(result, shape=None):
-    assert isinstance(result, ParseResult) and result.ok == (result.error is None)
-    if result.ok:
-        if shape:
-            shape(result.value)
-    else:
-        assert isinstance(result.error, str) and result.error and result.value is None
 
 
 def tool_reply(calls, content=None):

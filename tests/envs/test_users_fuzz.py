@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arew.envs.lexical import coverage_scores, question_key, similarity_scores, terms
-from arew.envs.parsing import MAX_TEXT_CHARS, ParseResult, parse_question, parse_selection
+from arew.envs.parsing import MAX_TEXT_CHARS, parse_question, parse_selection
 from arew.envs.users import FactRequest, OfflineUser, RowRequest
+from parse_checks import check
 
 FRAGMENTS = [
     "FACTS", "facts", "ROW", "row", ":", "::", "NONE", "none", "Unknown", ",", " ", "\n", "\r", "\t", ".", "..",
@@ -30,15 +31,6 @@ ADVERSARIAL = [
     "FACTS:\n1. She has a fever.", "1. She has a fever.\n" * 3, "Yes, FACTS: 1 or 2", "FACTS: 1 (2)", "ROW: 1\nROW:",
     "**FACTS:** **", "No\n\nROW: 2 - Is the fan on?", "FACTS: 1." + " x" * 900, "FACTS: 1\n" + "FACTS: 1\n" * 400,
 ]  # fmt: skip
-
-
-def check(result, shape=None):
-    assert isinstance(result, ParseResult) and result.ok == (result.error is None)
-    if result.ok:
-        if shape:
-            shape(result.value)
-    else:
-        assert isinstance(result.error, str) and result.error and result.value is None
 
 
 def check_question(value):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from arew.envs import parsing
+from arew.envs import parsing, scoring
 from arew.envs.base import StepResult
 from arew.envs.episode import ChoiceEpisode
 from number_search import prompts
@@ -80,7 +80,7 @@ class NumberSearchEnv(ChoiceEpisode):
 
     def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
         if not self._informative:
-            return (1 if np.allclose(w, self._belief, rtol=0.0, atol=1e-9) else -1), "invariance"
+            return (1 if scoring.same(w, self._belief) else -1), "invariance"
         possible = np.zeros(self.n_candidates, dtype=bool)
         possible[self._low - 1 : self._high] = True
         respects = possible.all() or w[~possible].max() < w[possible].min()
