@@ -84,13 +84,14 @@ class QualityConfig:
     """The live critique-accuracy estimate (:mod:`arew.core.quality`): smoothing and the near-chance warning."""
 
     DOC: ClassVar[str] = (
-        "Live critique accuracy per channel (arew/<ch>/accuracy): |a|-weighted share of non-zero critiques (after the transforms) whose sign matches "
-        "the decision's advantage estimate a (see direction); 0.5 = chance. Not estimated in mode=intermediate_reward; the state restarts on resume"
+        "Live critique accuracy per channel (arew/<ch>/accuracy), class-balanced: the mean over the +1 and the -1 critiques (after the transforms) "
+        "of the |a|-weighted share whose sign matches the decision's advantage estimate a (see direction); 0.5 = chance; NaN while a channel is "
+        "one-sided (see min_class_share). Not estimated in mode=intermediate_reward; the state restarts on resume"
     )
 
     ema: float = setting(
         0.9,
-        "Weight of the past in the smoothed accuracy (arew/<ch>/accuracy_ema, a ratio of running |A|-weighted sums; 0: this step only)",
+        "Weight of the past in the smoothed accuracy (arew/<ch>/accuracy_ema, from running |a|-weighted sums per critique sign; 0: this step only)",
         low=0,
         high=0.999,
     )
@@ -102,6 +103,14 @@ class QualityConfig:
     )
     warn_after_steps: int = setting(10, "Consecutive near-chance steps before one warning naming the channel (once per spell)", low=1)
     min_decisions: int = setting(1, "Fewest scored decisions (non-zero critique and base advantage) for a step to enter the smoothed accuracy", low=1)
+    min_class_share: float = setting(
+        0.05,
+        "Smallest share of the rarer critique sign among a channel's scored decisions for an estimate: below it the channel is one-sided "
+        "(arew/<ch>/positive_share near 0 or 1), its accuracy NaN, never near chance, its adaptive factor 1 (a single sign cannot be scored "
+        "against a centred advantage)",
+        low=0,
+        high=0.5,
+    )
     direction: str = setting(
         "auto",
         "The advantage estimate a (arew.core.quality.resolve_direction): increment (the decision's own share of GAE: A at its first policy token minus A at the next decision's; needs arew_gae with gamma*lam=1) | outcome (the base advantage's mean over the decision: the group-normalised outcome, R - V for GAE) | auto (increment where it exists, else outcome)",

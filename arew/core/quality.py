@@ -1,17 +1,31 @@
-"""Critique quality, live: how often each channel's critiques point the way the advantage does.
+"""Critique quality, live: how well each channel's critiques separate the decisions the advantage favours.
 
 Prop. 4.1 (paper Sec. 4.3, App. C.5) says AReW's first-order gain is eta * W * (2 Acc - 1), with
 Acc the weighted accuracy of the critiques z_t against the oracle direction y_t = sign(A_t), A_t
 the decision's per-step advantage, each step weighted by w_t = |u_t| |A_t| ||grad log pi||^2. The
-estimate puts a per-step advantage estimate a of the batch in place of A_t:
+estimate puts a per-step advantage estimate a of the batch in place of A_t and scores each
+critique sign on its own, then averages the two (class-balanced accuracy):
 
-    accuracy = sum |a| * 1[sign z = sign a] / sum |a|
+    accuracy = 1/2 * ( sum_{z=+1} |a| 1[a > 0] / sum_{z=+1} |a|  +  sum_{z=-1} |a| 1[a < 0] / sum_{z=-1} |a| )
 
 over the decisions with z != 0 (after the transforms, i.e. what training uses, so
 ``noise.flip_prob`` shows) and a != 0. Of w_t it keeps |A_t|: |u_t| depends on the weighting mode
 and on the labels themselves, is zero in one-sided groups (most groups early in training) and
 would scale with the adaptive factor this estimate drives; the score norm is not available in the
 advantage stage (taken as constant).
+
+Why per sign: the advantage estimates are centred (group-normalised, or R - V), so about half of
+any set of decisions has a > 0. Pooled over both signs (Prop. 4.1's Acc with w = |a|), a channel
+whose critiques are nearly all +1 (AS once the agent asks informative questions: exactly the
+critiques that broke the lock) scores the share of positive advantages among its decisions, about
+0.5, whatever the critiques' quality, and the estimate called good critiques chance. Averaging the
+two signs' accuracies counts the rare sign as much as the common one; signs independent of a still
+score 0.5 (the +1 class scores the positive share p of the |a| mass, the -1 class 1 - p).
+
+A channel that is still (nearly) one-sided, its rarer sign below ``quality.min_class_share`` of its
+scored decisions (smoothed), has no estimate: nothing can be read from a single sign against a
+centred advantage. Its accuracy is logged as NaN, its share of +1 as ``arew/<ch>/positive_share``,
+it is never near chance and its adaptive factor stays 1.
 
 Which estimate a is (``quality.direction``, see :func:`resolve_direction`):
 
@@ -20,13 +34,13 @@ Which estimate a is (``quality.direction``, see :func:`resolve_direction`):
   Unbiased, but it carries every later decision and the outcome's own randomness, and
   sum z a / sum |a| = 2 accuracy - 1 is divided by that inflated |a|: the estimate is pulled
   towards chance by E|A| / E|a|. For AS, whose decisions are followed by the belief updates that
-  decide the answer, that factor is close to 0 (PE lab, PPO, clean critiques: 0.509).
+  decide the answer, that factor is close to 0 (docs/reference/lab-results.md, critique accuracy).
 * ``increment``: the decision's own share of a critic-based (GAE) advantage: A at its first
   policy token minus A at the next decision's first policy token (the last decision: A at its
   first policy token). GAE's recursion A_i = delta_i + gamma*lam*A_(i+1) over policy tokens makes
   that, for gamma*lam = 1, the sum of the critic's TD errors over the decision's tokens,
   r + V(after) - V(before): the one-step advantage (GAE with lambda = 0), without the later
-  decisions' noise (same lab: 0.661). It is as good as the critic: before the critic has learned
+  decisions' noise. It is as good as the critic: before the critic has learned
   what a decision is worth it can score good critiques below chance (the lab's first 12-19 PPO steps).
   verl whitens GAE advantages, which divides every difference by one positive number (no sign or
   ratio changes) and shifts the last decision's value by the batch mean.
@@ -36,15 +50,12 @@ outcome does not depend on a channel's decisions, its estimate sits at chance wh
 critiques' quality (AS while self-locked: Prop. C.11 bounds its signal by C_BT), so read a
 near-chance AS estimate together with C_BT.
 
-Two properties follow from the weights not depending on the critiques, for either estimate. With
-sign flips of probability alpha, E[accuracy] = acc0 + alpha (1 - 2 acc0) exactly (acc0: the
-clean critiques' accuracy; the set of scored decisions and their weights do not change with
-alpha): linear and decreasing in alpha when acc0 > 0.5, and exactly 0.5 at alpha = 0.5, where the
-signs are independent of everything (flipping every sign maps accuracy r to 1 - r with equal
-probability).
+Signs independent of everything score 0.5 in expectation, for either estimate: sign flips of
+probability alpha = 0.5 make them so, and flipping every sign maps an accuracy r to 1 - r.
 
-The smoothed estimate is a ratio of exponentially weighted sums of both terms, so steps count
-by their |a| mass and the first step needs no bias correction; the same symmetry holds for it.
+The smoothed estimate is the same average over exponentially weighted sums of each sign's
+agreeing and total |a| mass, so steps count by their |a| mass and the first step needs no bias
+correction.
 
 :class:`QualityTracker` keeps that state across steps (the caller owns one per run; it restarts
 on a resume), warns once per spell when a channel stays near chance, and gives the adaptive
@@ -94,7 +105,8 @@ def resolve_direction(setting: str, estimator: str, discount: float, key: str = 
 
 
 def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per channel (index order of ``CHANNELS``): agreeing |a| mass, total |a| mass, scored decisions.
+    """Per channel (row, index order of ``CHANNELS``) and critique sign (column: +1, -1): the agreeing
+    |a| mass, the total |a| mass and the number of scored decisions, each (len(CHANNELS), 2).
 
     ``label`` (K,) are the critiques after the transforms, ``channel`` (K,) their channel index and
     ``advantage`` (K,) each decision's advantage estimate a (module docstring); a decision is scored
@@ -104,16 +116,25 @@ def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.T
     scored = (label != 0) & (advantage != 0) & torch.isfinite(advantage)
     weight = torch.where(scored, advantage.abs(), torch.zeros_like(advantage))
     agree = torch.where(torch.sign(advantage) == label.double(), weight, torch.zeros_like(weight))
-    n = len(CHANNELS)
+    cell = channel * 2 + (label < 0).long()
+    n = len(CHANNELS) * 2
     return (
-        torch.bincount(channel, weights=agree, minlength=n),
-        torch.bincount(channel, weights=weight, minlength=n),
-        torch.bincount(channel, weights=scored.double(), minlength=n).long(),
+        torch.bincount(cell, weights=agree, minlength=n).view(-1, 2),
+        torch.bincount(cell, weights=weight, minlength=n).view(-1, 2),
+        torch.bincount(cell, weights=scored.double(), minlength=n).view(-1, 2),
     )
 
 
+def balanced_accuracy(agree: tuple[float, float], total: tuple[float, float], count: tuple[float, float], min_class_share: float) -> float | None:
+    """The mean of the +1 and the -1 critiques' |a|-weighted accuracies; None while either sign has no
+    |a| mass or the rarer sign is under ``min_class_share`` of the scored decisions (one-sided)."""
+    if total[0] <= 0 or total[1] <= 0 or min(count) < min_class_share * sum(count):
+        return None
+    return 0.5 * (agree[0] / total[0] + agree[1] / total[1])
+
+
 def adaptive_factor(accuracy: float | None, full_at: float) -> float:
-    """0 at or below chance, rising linearly to 1 at ``full_at``; 1 while there is no estimate yet.
+    """0 at or below chance, rising linearly to 1 at ``full_at``; 1 without an estimate (none yet, or one-sided).
 
     Linear because Prop. 4.1's gain is proportional to 2 Acc - 1; 0 below chance (the gain turns
     negative there, and reversing the signs would trust a proxy too far); capped at 1 so the
@@ -126,13 +147,20 @@ def adaptive_factor(accuracy: float | None, full_at: float) -> float:
 
 @dataclass
 class _State:
-    agree: float = 0.0  # exponentially weighted sums of the agreeing and the total |a| mass
-    total: float = 0.0
+    """Exponentially weighted per-sign sums (+1, -1): agreeing |a| mass, total |a| mass, decisions."""
+
+    agree: tuple[float, float] = (0.0, 0.0)
+    total: tuple[float, float] = (0.0, 0.0)
+    count: tuple[float, float] = (0.0, 0.0)
     near_chance: int = 0  # consecutive counted steps with the smoothed estimate in the chance band
 
-    @property
-    def smoothed(self) -> float | None:
-        return self.agree / self.total if self.total > 0 else None
+    def fold(self, ema: float, agree: tuple[float, float], total: tuple[float, float], count: tuple[float, float]) -> None:
+        self.agree = tuple(ema * old + new for old, new in zip(self.agree, agree))
+        self.total = tuple(ema * old + new for old, new in zip(self.total, total))
+        self.count = tuple(ema * old + new for old, new in zip(self.count, count))
+
+    def smoothed(self, min_class_share: float) -> float | None:
+        return balanced_accuracy(self.agree, self.total, self.count, min_class_share)
 
 
 class QualityTracker:
@@ -164,21 +192,25 @@ class QualityTracker:
         """Fold global step ``step``'s decisions into the state; return its ``arew/`` metrics (also in ``last``)."""
         self.step = step
         agree, total, count = accuracy_sums(label, channel, advantage)
-        sums = {name: (float(agree[i]), float(total[i]), int(count[i])) for i, name in enumerate(CHANNELS)}
-        sums[POOLED] = (float(agree.sum()), float(total.sum()), int(count.sum()))
+        sums = {name: (agree[i], total[i], count[i]) for i, name in enumerate(CHANNELS)}
+        sums[POOLED] = (agree.sum(0), total.sum(0), count.sum(0))
+        share = self.quality.min_class_share
         stats: dict[str, float] = {}
         for name in (*self.channels, POOLED):
-            step_agree, step_total, decisions = sums[name]
+            step_agree, step_total, step_count = (tuple(float(v) for v in t) for t in sums[name])
             state = self.states[name]
-            stats[metric_key(name, "accuracy_decisions")] = float(decisions)
-            # NaN: no scored decision this step (e.g. one reward for a whole GRPO group); logged so the key always exists
-            stats[metric_key(name, "accuracy")] = step_agree / step_total if step_total > 0 else math.nan
-            if decisions >= self.quality.min_decisions and step_total > 0:
-                state.agree = self.quality.ema * state.agree + step_agree
-                state.total = self.quality.ema * state.total + step_total
+            decisions = sum(step_count)
+            stats[metric_key(name, "accuracy_decisions")] = decisions
+            # NaN: no estimate this step (no scored decision, or one sign only); logged so the key always exists
+            step_accuracy = balanced_accuracy(step_agree, step_total, step_count, share)
+            stats[metric_key(name, "accuracy")] = math.nan if step_accuracy is None else step_accuracy
+            stats[metric_key(name, "positive_share")] = step_count[0] / decisions if decisions else math.nan
+            if decisions >= self.quality.min_decisions and sum(step_total) > 0:
+                state.fold(self.quality.ema, step_agree, step_total, step_count)
                 if name != POOLED:
                     self._count_near_chance(name, state)
-            stats[metric_key(name, "accuracy_ema")] = math.nan if state.smoothed is None else state.smoothed
+            smoothed = state.smoothed(share)
+            stats[metric_key(name, "accuracy_ema")] = math.nan if smoothed is None else smoothed
             if name != POOLED:
                 stats[metric_key(name, "near_chance_steps")] = float(state.near_chance)
         if self.adaptive.enabled:
@@ -190,18 +222,19 @@ class QualityTracker:
 
     def _count_near_chance(self, name: str, state: _State) -> None:
         band = self.quality.chance_band
-        if abs(state.smoothed - CHANCE) > band:
+        smoothed = state.smoothed(self.quality.min_class_share)
+        if smoothed is None or abs(smoothed - CHANCE) > band:  # one-sided: nothing to warn about
             state.near_chance = 0
             return
         state.near_chance += 1
         if state.near_chance == self.quality.warn_after_steps:  # once per spell: the count only passes this value once
             logger.warning(
-                "AReW: the %s critiques have agreed with the advantages' direction no better than chance for %d steps "
-                "(smoothed accuracy %.3f, within 0.5 +- algorithm.arew.quality.chance_band=%g): they add noise to the "
+                "AReW: the %s critiques have separated the decisions the advantages favour no better than chance for %d steps "
+                "(smoothed class-balanced accuracy %.3f, within 0.5 +- algorithm.arew.quality.chance_band=%g): they add noise to the "
                 "advantages (Prop. 4.1), unless the outcome does not depend on them yet (AS while belief tracking is weak, "
                 "low episode/proxy_c_bt). Check the %s critique source, or lower its strength (algorithm.arew.lam%s), drop it "
                 "(algorithm.arew.channels) or set algorithm.arew.adaptive.enabled=true",
-                name.upper(), state.near_chance, state.smoothed, band, name.upper(),
+                name.upper(), state.near_chance, smoothed, band, name.upper(),
                 f" / lam_{name}" if self.grouping == "separate" else "",
             )
 
@@ -221,8 +254,9 @@ class QualityTracker:
         """
         if not self.adaptive.enabled or self.step <= self.adaptive.warmup_steps:
             return tuple(1.0 for _ in CHANNELS)
+        share = self.quality.min_class_share
         if self.grouping == "pooled":
-            shared = adaptive_factor(self.states[POOLED].smoothed, self.adaptive.full_at)
+            shared = adaptive_factor(self.states[POOLED].smoothed(share), self.adaptive.full_at)
             return tuple(shared for _ in CHANNELS)
-        return tuple(adaptive_factor(self.states[name].smoothed, self.adaptive.full_at) for name in CHANNELS)
+        return tuple(adaptive_factor(self.states[name].smoothed(share), self.adaptive.full_at) for name in CHANNELS)
 

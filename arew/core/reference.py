@@ -296,22 +296,31 @@ def decision_increments(batch: Sequence[Trajectory], advantages: Values) -> Valu
     return out
 
 
-def accuracy_sums(batch: Sequence[Trajectory], labels: Labels, estimates: Values) -> dict[str, tuple[float, float, int]]:
-    """Per channel: (sum |a| over scored decisions whose z = sign a, sum |a| over scored decisions, their number).
+def accuracy_sums(batch: Sequence[Trajectory], labels: Labels, estimates: Values) -> dict[str, list[list[float]]]:
+    """Per channel and critique sign (+1 first, then -1): [sum |a| over the scored decisions whose
+    z = sign a, sum |a| over the scored decisions, their number].
 
-    A decision is scored when z != 0 and a is a non-zero finite number; accuracy = the first over
-    the second (Prop. 4.1's weighted accuracy with w_t = |a_t|). Sums run in batch order.
+    A decision is scored when z != 0 and a is a non-zero finite number. Sums run in batch order.
     """
-    sums = {name: [0.0, 0.0, 0] for name in CHANNELS}
+    sums = {name: [[0.0, 0.0, 0], [0.0, 0.0, 0]] for name in CHANNELS}
     for traj, row, estimate in zip(batch, labels, estimates):
         for d, z, a in zip(traj.decisions, row, estimate):
             if z == 0 or a == 0 or not math.isfinite(a):
                 continue
-            entry = sums[d.channel]
+            entry = sums[d.channel][0 if z > 0 else 1]
             entry[0] += abs(a) if (a > 0) - (a < 0) == z else 0.0
             entry[1] += abs(a)
             entry[2] += 1
-    return {name: (a, t, n) for name, (a, t, n) in sums.items()}
+    return sums
+
+
+def balanced_accuracy(per_sign: Sequence[Sequence[float]], min_class_share: float) -> float | None:
+    """The mean over both signs of agreeing |a| mass / total |a| mass; None when a sign has no mass or the
+    rarer sign has fewer than ``min_class_share`` of the decisions (a one-sided channel has no estimate)."""
+    (agree_pos, total_pos, n_pos), (agree_neg, total_neg, n_neg) = per_sign
+    if total_pos <= 0 or total_neg <= 0 or min(n_pos, n_neg) < min_class_share * (n_pos + n_neg):
+        return None
+    return 0.5 * (agree_pos / total_pos + agree_neg / total_neg)
 
 
 def adaptive_factor(accuracy: float | None, full_at: float) -> float:
@@ -323,17 +332,18 @@ def adaptive_factor(accuracy: float | None, full_at: float) -> float:
 
 @dataclass
 class QualityState:
-    """The smoothed accuracy across steps: per channel and pooled, exponentially weighted sums of the
-    agreeing and the total |a| mass (the smoothed accuracy is their ratio)."""
+    """The smoothed accuracy across steps: per channel and pooled, per critique sign, exponentially
+    weighted sums of the agreeing |a| mass, the total |a| mass and the decisions."""
 
     config: object  # the AReWConfig
     direction: str = "outcome"  # or "increment"
     step: int = 0
-    sums: dict[str, list[float]] = field(default_factory=lambda: {name: [0.0, 0.0] for name in (*CHANNELS, POOLED)})
+    sums: dict[str, list[list[float]]] = field(
+        default_factory=lambda: {name: [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] for name in (*CHANNELS, POOLED)}
+    )
 
     def smoothed(self, name: str) -> float | None:
-        agree, total = self.sums[name]
-        return agree / total if total > 0 else None
+        return balanced_accuracy(self.sums[name], self.config.quality.min_class_share)
 
     def update(self, batch: Sequence[Trajectory], labels: Labels, estimates: Values, step: int) -> None:
         """Fold one step in: the enabled channels' and the pooled sums, each only when the step scored at
@@ -341,14 +351,14 @@ class QualityState:
         self.step = step
         per_channel = accuracy_sums(batch, labels, estimates)
         step_sums = dict(per_channel)
-        step_sums[POOLED] = tuple(per_channel["as"][j] + per_channel["bt"][j] for j in range(3))
+        step_sums[POOLED] = [[per_channel["as"][c][j] + per_channel["bt"][c][j] for j in range(3)] for c in range(2)]
         quality = self.config.quality
         for name in (*enabled_channels(self.config.channels), POOLED):
-            agree, total, count = step_sums[name]
-            if count >= quality.min_decisions and total > 0:
-                state = self.sums[name]
-                state[0] = quality.ema * state[0] + agree
-                state[1] = quality.ema * state[1] + total
+            signs = step_sums[name]
+            if sum(sign[2] for sign in signs) >= quality.min_decisions and sum(sign[1] for sign in signs) > 0:
+                for state, new in zip(self.sums[name], signs):
+                    for j in range(3):
+                        state[j] = quality.ema * state[j] + new[j]
 
     def factors(self) -> dict[str, float]:
         """The multiplier on each channel's lambda: 1 unless ``adaptive.enabled`` and past its warm-up; then

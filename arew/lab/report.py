@@ -49,7 +49,7 @@ CURVE_METRICS = {
     "bt_follow": "BT follows the evidence (sign agreement)",
 }
 # log columns whose per-run training mean a study's table can show (STUDY_COLUMNS)
-TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
+TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_positive_share", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
 RESULT_COLUMNS = (
     "variant",
     "base",
@@ -87,6 +87,7 @@ STUDY_COLUMNS = {
         for column, header in (
             ("as_accuracy", "AS accuracy (training mean)"),
             ("bt_accuracy", "BT accuracy (training mean)"),
+            ("as_positive_share", "AS +1 share (training mean)"),
             ("as_adaptive_factor", "AS lambda factor (training mean)"),
             ("as_outcome_constant_share", "AS outcome-constant share (training mean)"),
             ("bt_outcome_constant_share", "BT outcome-constant share (training mean)"),

@@ -1,7 +1,8 @@
 """``arew lab``: train every (variant, seed) pair, then write the table, curves and logs.
 
-Runs are independent and single-threaded (``train_run`` pins one torch thread), so with
-more than one worker they are spread over forked processes; the progress bar counts steps.
+Runs are independent and single-threaded (``train_run`` pins one torch thread). They train in
+worker processes started with :data:`arew.lab.reproducibility.PINNED_ENVIRONMENT` (the same
+numbers on every x86-64 machine), as many as ``--workers``; the progress bar counts steps.
 ``arew.cli`` imports this module to build its parser, so training (and verl) is imported
 only when the lab actually runs, keeping ``arew --help`` fast.
 """
@@ -22,6 +23,7 @@ from tqdm import tqdm
 
 from arew.envs.preference.generator import VARIANTS
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
+from arew.lab.reproducibility import PINNED_ENVIRONMENT
 
 _progress_queue = None
 
@@ -111,20 +113,19 @@ def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None
     """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs), in
     job order; ``bar`` advances by one per training step; ``on_result(job, result)`` is called as
     each run finishes (in the parent process)."""
-    from arew.lab.train import train_run
-
     if jobs is None:
         jobs = [(config, parse_variant(name), seed) for name in config.variants for seed in config.seeds]
     done = on_result or (lambda job, result: None)
-    if workers <= 1:
-        results = []
-        for job in jobs:
-            results.append(train_run(*job, progress=bar.update))
-            done(job, results[-1])
-        return results
-    context = mp.get_context("fork")
-    progress = context.Queue()
-    with context.Pool(workers, initializer=_init_worker, initargs=(progress,)) as pool:
+    context = mp.get_context("spawn")  # a fresh interpreter reads the pins before numpy and torch start
+    saved = dict(os.environ)
+    os.environ.update(PINNED_ENVIRONMENT)  # spawned workers inherit the environment of the moment
+    try:
+        progress = context.Queue()
+        pool = context.Pool(max(1, workers), initializer=_init_worker, initargs=(progress,))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    with pool:
         pending = [pool.apply_async(_run_job, (job,), callback=lambda r, job=job: done(job, r)) for job in jobs]
         while not all(p.ready() for p in pending):
             try:

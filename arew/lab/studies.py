@@ -151,7 +151,7 @@ CRITIQUE_ACCURACY = Study(
         *(arm(_as_bt(base, alpha)) for base in ("ppo", "grpo") for alpha in FLIPS),
         *(arm(_as_bt("ppo", alpha), _as_bt("ppo", alpha, "-outcome"), {"quality": {"direction": "outcome"}}) for alpha in FLIPS),
     ),
-    table_columns=("as_accuracy_train", "bt_accuracy_train"),
+    table_columns=("as_accuracy_train", "bt_accuracy_train", "as_positive_share_train"),
 )
 
 ADAPTIVE = Study(
@@ -165,7 +165,7 @@ ADAPTIVE = Study(
         # without the warm-up: the estimate's blindness at the start of a self-locked run decides the factor
         *(arm(f"{base}-as+bt-adaptive", f"{base}-as+bt-adaptive-nowarmup", {"adaptive": {"warmup_steps": 0}}) for base in ("ppo", "grpo")),
     ),
-    table_columns=("as_accuracy_train", "bt_accuracy_train", "as_adaptive_factor_train"),
+    table_columns=("as_accuracy_train", "bt_accuracy_train", "as_positive_share_train", "as_adaptive_factor_train"),
 )
 
 SYNACT = Study(

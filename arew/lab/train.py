@@ -49,6 +49,8 @@ LOG_COLUMNS = (
     "seconds",
     "as_accuracy",
     "bt_accuracy",
+    "as_positive_share",
+    "bt_positive_share",
     "as_adaptive_factor",
     "bt_adaptive_factor",
 )
@@ -255,6 +257,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         factors = quality.factors() if quality is not None else (math.nan, math.nan)
         for index, name in enumerate(("as", "bt")):  # NaN: no estimate this step (or no reweighting)
             row[f"{name}_accuracy"] = measured.get(f"arew/{name}/accuracy", math.nan)
+            row[f"{name}_positive_share"] = measured.get(f"arew/{name}/positive_share", math.nan)
             row[f"{name}_adaptive_factor"] = factors[index]
         log.append({key: row[key] for key in LOG_COLUMNS})
         critique_stats.append({} if stage.injection is None else stage.injection.stats)

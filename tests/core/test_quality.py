@@ -15,7 +15,7 @@ from arew.core import (
     parse_config,
     reweight,
 )
-from arew.core.quality import accuracy_sums, adaptive_factor, resolve_direction
+from arew.core.quality import accuracy_sums, adaptive_factor, balanced_accuracy, resolve_direction
 from arew.core.records import CHANNEL_INDEX, CHANNELS
 from arew.core.transforms import transform_labels
 
@@ -23,9 +23,10 @@ AS, BT = CHANNEL_INDEX["as"], CHANNEL_INDEX["bt"]
 
 
 def critique_accuracy(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> dict[str, float]:
-    """One batch's accuracy per channel (only channels with a scored decision)."""
-    agree, total, _ = accuracy_sums(label, channel, advantage)
-    return {name: float(agree[i] / total[i]) for i, name in enumerate(CHANNELS) if total[i] > 0}
+    """One batch's class-balanced accuracy per channel (only channels with both signs scored)."""
+    agree, total, count = accuracy_sums(label, channel, advantage)
+    found = {name: balanced_accuracy(agree[i].tolist(), total[i].tolist(), count[i].tolist(), 0.0) for i, name in enumerate(CHANNELS)}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _tracker(grouping="pooled", channels="as+bt", **sections):
@@ -47,12 +48,14 @@ def test_perfect_critiques_score_one_and_reversed_ones_zero():
 
 
 def test_weights_are_abs_advantage_and_zero_critiques_or_advantages_are_left_out():
-    # scored: 0 (agrees, |a| 2), 1 (disagrees, 1), 2 (disagrees, 0.5); 3 has a = 0, 4 has z = 0, 5 has a NaN
+    # scored: 0 (+1 agrees, |a| 2), 1 (+1 disagrees, 1), 2 (-1 disagrees, 0.5); 3 has a = 0, 4 has z = 0, 5 has a NaN
     label = torch.tensor([1, 1, -1, 1, 0, 1])
     outcome = torch.tensor([2.0, -1.0, 0.5, 0.0, 3.0, float("nan")])
     agree, total, count = accuracy_sums(label, torch.full_like(label, BT), outcome)
-    assert (agree[BT].item(), total[BT].item(), count[BT].item()) == (2.0, 3.5, 3)
-    assert critique_accuracy(label, torch.full_like(label, BT), outcome) == {"bt": pytest.approx(2 / 3.5)}
+    assert (agree[BT].tolist(), total[BT].tolist(), count[BT].tolist()) == ([2.0, 0.0], [3.0, 0.5], [2, 1])
+    assert agree[AS].tolist() == total[AS].tolist() == count[AS].tolist() == [0, 0]
+    # each sign scored on its own, then averaged: (2/3 + 0/0.5) / 2
+    assert critique_accuracy(label, torch.full_like(label, BT), outcome) == {"bt": pytest.approx(1 / 3)}
     # a channel with no scored decision has no estimate, and says so with a decision count of 0
     stats = _step(_tracker(), [0, 1], [1.0, 0.0], channel=[AS, BT])
     assert stats["arew/as/accuracy_decisions"] == 0 and stats["arew/bt/accuracy_decisions"] == 0
@@ -90,31 +93,69 @@ def _noisy_accuracy(flip_prob: float, seeds: int = 300) -> tuple[float, float]:
     return sum(estimates) / len(estimates), clean_accuracy
 
 
-def test_sign_flips_move_the_expected_estimate_linearly_to_chance():
+def test_sign_flips_move_the_expected_estimate_to_chance():
     means = {}
     for alpha in (0.0, 0.1, 0.3, 0.5):
         means[alpha], clean = _noisy_accuracy(alpha)
-        # E[acc] = acc0 + alpha (1 - 2 acc0): the scored set and weights do not depend on the noise
-        assert means[alpha] == pytest.approx(clean + alpha * (1 - 2 * clean), abs=0.01), alpha
-    assert means[0.0] > 0.7 and means[0.0] > means[0.1] > means[0.3] > means[0.5]
-    assert means[0.5] == pytest.approx(0.5, abs=0.01)
+    assert means[0.0] == pytest.approx(clean) and clean > 0.7 and means[0.0] > means[0.1] > means[0.3] > means[0.5]
+    assert means[0.5] == pytest.approx(0.5, abs=0.01)  # signs independent of everything
 
 
-def test_smoothed_estimate_is_a_ratio_of_decayed_sums_and_small_steps_stay_out():
-    tracker = _tracker(quality={"ema": 0.5, "min_decisions": 2})
-    first = _step(tracker, [1, 1], [1.0, -1.0])  # agree 1 of 2
-    assert first["arew/as/accuracy_ema"] == first["arew/as/accuracy"] == 0.5  # no bias from the empty start
-    second = _step(tracker, [1, 1, 1], [2.0, 1.0, -1.0])  # agree 3 of 4
-    assert second["arew/as/accuracy"] == 0.75
-    assert second["arew/as/accuracy_ema"] == pytest.approx((0.5 * 1 + 3) / (0.5 * 2 + 4))
-    third = _step(tracker, [-1], [5.0])  # one decision < min_decisions: logged, not smoothed in
-    assert third["arew/as/accuracy"] == 0.0 and third["arew/as/accuracy_decisions"] == 1
+def _mostly_positive(copies_of_positive: int):
+    """Good critiques of centred advantages, nearly all +1: -1 on the worst decisions only."""
+    generator = torch.Generator().manual_seed(3)
+    outcome = torch.randn(4000, generator=generator).double()
+    label = torch.where(outcome < -1.6, -1, 1)  # about 5% are -1, all of them right
+    positive = label > 0
+    outcome = torch.cat([outcome[~positive], outcome[positive].repeat(copies_of_positive)])
+    label = torch.cat([label[~positive], label[positive].repeat(copies_of_positive)])
+    return label, torch.full_like(label, AS), outcome
+
+
+def test_a_rare_sign_counts_as_much_as_the_common_one():
+    label, channel, outcome = _mostly_positive(1)
+    accuracy = critique_accuracy(label, channel, outcome)["as"]
+    agree, total, _ = accuracy_sums(label, channel, outcome)
+    pooled_over_signs = float(agree[AS].sum() / total[AS].sum())
+    # the -1 critiques are all right and the +1 ones mostly: the balanced estimate says so, pooling the
+    # signs reads little more than the share of positive advantages
+    assert accuracy > 0.75 and pooled_over_signs < 0.66
+    # how many critiques carry a sign does not weigh it: the balanced estimate ignores copies of the +1 ones
+    assert critique_accuracy(*_mostly_positive(5))["as"] == pytest.approx(accuracy)
+
+
+def test_a_one_sided_channel_has_no_estimate_never_warns_and_keeps_its_strength(caplog):
+    tracker = _tracker(
+        quality={"ema": 0.0, "warn_after_steps": 2, "min_class_share": 0.1}, adaptive={"enabled": True, "warmup_steps": 0}
+    )
+    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
+        for _ in range(4):
+            stats = _step(tracker, [1] * 10, [1.0, -1.0] * 5)  # a single sign: any set of them agrees half the time
+            assert math.isnan(stats["arew/as/accuracy"]) and math.isnan(stats["arew/as/accuracy_ema"])
+            assert stats["arew/as/positive_share"] == 1.0 and stats["arew/as/accuracy_decisions"] == 10
+            assert stats["arew/as/near_chance_steps"] == 0 and stats["arew/as/adaptive_factor"] == 1.0
+        assert not caplog.records
+        # the rarer sign under min_class_share (1 of 20) is still one-sided; at it (2 of 20) the estimate exists
+        assert math.isnan(_step(tracker, [1] * 19 + [-1], [1.0, -1.0] * 10)["arew/as/accuracy"])
+        stats = _step(tracker, [1] * 18 + [-1, -1], [1.0, -1.0] * 9 + [-1.0, -1.0])
+        assert stats["arew/as/accuracy"] == pytest.approx(0.5 * (9 / 18 + 1.0)) and stats["arew/as/positive_share"] == 0.9
+
+
+def test_smoothed_estimate_averages_decayed_sums_per_sign_and_small_steps_stay_out():
+    tracker = _tracker(quality={"ema": 0.5, "min_decisions": 3})
+    first = _step(tracker, [1, -1, -1], [1.0, 1.0, -1.0])  # +1: 1 of 1; -1: 1 of 2
+    assert first["arew/as/accuracy_ema"] == first["arew/as/accuracy"] == 0.75  # no bias from the empty start
+    second = _step(tracker, [1, 1, -1], [2.0, -1.0, -1.0])  # +1: 2 of 3; -1: 1 of 1
+    assert second["arew/as/accuracy"] == pytest.approx(0.5 * (2 / 3 + 1))
+    assert second["arew/as/accuracy_ema"] == pytest.approx(0.5 * ((0.5 * 1 + 2) / (0.5 * 1 + 3) + (0.5 * 1 + 1) / (0.5 * 2 + 1)))
+    third = _step(tracker, [1, -1], [-5.0, 5.0])  # two decisions < min_decisions: logged, not smoothed in
+    assert third["arew/as/accuracy"] == 0.0 and third["arew/as/accuracy_decisions"] == 2
     assert third["arew/as/accuracy_ema"] == second["arew/as/accuracy_ema"]
 
 
 def test_warning_once_per_near_chance_spell(caplog):
     tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 3, "chance_band": 0.05})
-    chance, good = ([1, 1], [1.0, -1.0]), ([1, 1], [1.0, 1.0])
+    chance, good = ([1, -1], [1.0, 1.0]), ([1, -1], [1.0, -1.0])
     with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
         counts = [_step(tracker, *chance)["arew/as/near_chance_steps"] for _ in range(5)]
         assert counts == [1, 2, 3, 4, 5]
@@ -171,18 +212,18 @@ def test_reweight_scales_each_channels_coefficients_by_its_factor(grouping):
 
 
 def test_the_advantage_is_averaged_over_model_tokens_only():
-    record = make_record([(0, 4)], ["as"], [1])
-    mask = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
-    advantages = torch.tensor([[0.2, -9.0, -9.0, 0.2]])  # environment tokens would turn the sign
-    stats = reweight(advantages, mask, collect_segments([record], [4]), parse_config({}), 1, _tracker()).stats
-    assert stats["arew/as/accuracy"] == 1.0 and stats["arew/as/accuracy_decisions"] == 1
+    record = make_record([(0, 4), (4, 8)], ["as", "as"], [1, -1])
+    mask = torch.tensor([[1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]])
+    advantages = torch.tensor([[0.2, -9.0, -9.0, 0.2, -0.3, 9.0, 9.0, -0.3]])  # environment tokens would turn both signs
+    stats = reweight(advantages, mask, collect_segments([record], [8]), parse_config({}), 1, _tracker()).stats
+    assert stats["arew/as/accuracy"] == 1.0 and stats["arew/as/accuracy_decisions"] == 2
 
 
 def test_adaptive_strength_stays_full_through_the_warm_up_while_the_estimate_is_measured():
     config = parse_config({"adaptive": {"enabled": True, "warmup_steps": 2}})
     tracker = QualityTracker.from_config(config, "grpo")
     assert tracker.factors() == (1.0, 1.0)  # no step yet
-    wrong = ([1, 1], [-1.0, -1.0])  # every critique disagrees: the rule's factor is 0
+    wrong = ([1, -1], [-1.0, 1.0])  # every critique disagrees: the rule's factor is 0
     for step in (1, 2):
         stats = _step(tracker, *wrong, step=step)
         assert stats["arew/as/accuracy_ema"] == 0.0 and stats["arew/as/adaptive_factor"] == 1.0, step
@@ -227,11 +268,12 @@ def test_increment_scores_each_decision_against_its_own_share_of_the_advantage()
     assert tracker.direction == "increment"
     stats = reweight(advantages, mask, segments, parse_config({}), 1, tracker).stats
     # AS: 2.0 - 1.0 = +1.0 (z +1 agrees), 1.0 - 1.3 = -0.3 (z -1 agrees), sample 1's last: +0.7 (z -1 disagrees)
-    assert stats["arew/as/accuracy"] == pytest.approx(1.3 / 2.0) and stats["arew/as/accuracy_decisions"] == 3
-    # BT: (2, 4) has no policy token (not scored, and skipped by the difference); (6, 8) is sample 0's last: +1.3
-    assert stats["arew/bt/accuracy"] == 1.0 and stats["arew/bt/accuracy_decisions"] == 1
+    assert stats["arew/as/accuracy"] == pytest.approx(0.5 * (1.0 + 0.3 / 1.0)) and stats["arew/as/accuracy_decisions"] == 3
+    # BT: (2, 4) has no policy token (not scored, and skipped by the difference); (6, 8) is sample 0's last: +1.3,
+    # a single +1: one-sided, no estimate
+    assert math.isnan(stats["arew/bt/accuracy"]) and stats["arew/bt/accuracy_decisions"] == 1
     outcome = reweight(advantages, mask, segments, parse_config({}), 1, _tracker()).stats  # span means, all > 0
-    assert outcome["arew/as/accuracy"] == pytest.approx(1.95 / (1.95 + 1.0 + 0.6))
+    assert outcome["arew/as/accuracy"] == pytest.approx(0.5 * (1.0 + 0.0))  # the +1 agrees, both -1 disagree
 
 
 @pytest.mark.parametrize(
@@ -243,6 +285,7 @@ def test_increment_scores_each_decision_against_its_own_share_of_the_advantage()
         ({"quality": {"chance_band": -0.1}}, "algorithm.arew.quality.chance_band"),
         ({"quality": {"warn_after_steps": 0}}, "algorithm.arew.quality.warn_after_steps"),
         ({"quality": {"min_decisions": 1.5}}, "algorithm.arew.quality.min_decisions"),
+        ({"quality": {"min_class_share": 0.6}}, "algorithm.arew.quality.min_class_share"),
         ({"quality": {"window": 3}}, "algorithm.arew.quality.window"),
         ({"adaptive": {"enabled": "yes"}}, "algorithm.arew.adaptive.enabled"),
         ({"adaptive": {"full_at": 1.2}}, "algorithm.arew.adaptive.full_at"),

@@ -227,6 +227,7 @@ def test_schedule_equals_the_reference(start, end, warmup, step):
     direction=st.sampled_from(["outcome", "increment"]),
     ema=st.sampled_from([0.0, 0.5, 0.9]),
     min_decisions=st.integers(1, 3),
+    min_class_share=st.sampled_from([0.0, 0.05, 0.3]),
     enabled=st.booleans(),
     warmup=st.integers(0, 2),
     full_at=st.sampled_from([0.6, 0.7, 1.0]),
@@ -234,7 +235,7 @@ def test_schedule_equals_the_reference(start, end, warmup, step):
     seed=st.integers(0, 2**16),
 )
 def test_quality_gating_equals_the_reference_over_steps(
-    data, grouping, channels, direction, ema, min_decisions, enabled, warmup, full_at, flip, seed
+    data, grouping, channels, direction, ema, min_decisions, min_class_share, enabled, warmup, full_at, flip, seed
 ):
     segments, mask = data
     config = parse_config(
@@ -243,7 +244,7 @@ def test_quality_gating_equals_the_reference_over_steps(
             "channels": channels,
             "lam": 0.7,
             "noise": {"flip_prob": flip},
-            "quality": {"ema": ema, "min_decisions": min_decisions},
+            "quality": {"ema": ema, "min_decisions": min_decisions, "min_class_share": min_class_share},
             "adaptive": {"enabled": enabled, "warmup_steps": warmup, "full_at": full_at},
         }
     )
@@ -257,11 +258,13 @@ def test_quality_gating_equals_the_reference_over_steps(
         assert torch.equal(result.tensor, _tensor(expected.rows, base)), step
         assert torch.equal(result.coefficients, torch.tensor(flat(expected.coefficients), dtype=torch.float64)), step
         for name in (*CHANNELS, ref.POOLED):
-            assert [tracker.states[name].agree, tracker.states[name].total] == state.sums[name], (step, name)
+            tracked = tracker.states[name]
+            assert [list(sign) for sign in zip(tracked.agree, tracked.total, tracked.count)] == state.sums[name], (step, name)
         assert tracker.factors() == tuple(state.factors()[name] for name in CHANNELS)
-        agree, total, count = ref.accuracy_sums(batch, expected.labels, _estimates(direction, batch, base))["as"]
-        assert result.stats["arew/as/accuracy_decisions"] == count
-        assert (math.isnan(result.stats["arew/as/accuracy"]) and total == 0) or result.stats["arew/as/accuracy"] == agree / total
+        per_sign = ref.accuracy_sums(batch, expected.labels, _estimates(direction, batch, base))["as"]
+        assert result.stats["arew/as/accuracy_decisions"] == per_sign[0][2] + per_sign[1][2]
+        accuracy = ref.balanced_accuracy(per_sign, config.quality.min_class_share)
+        assert (math.isnan(result.stats["arew/as/accuracy"]) and accuracy is None) or result.stats["arew/as/accuracy"] == accuracy
 
 
 def _estimates(direction, batch, base):

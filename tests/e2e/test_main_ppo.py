@@ -9,6 +9,7 @@ two steps. Runs share a module-scoped fixture where several checks read the same
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 import threading
@@ -239,9 +240,10 @@ def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
 
 
 def _increment_accuracy(dump: dict, rows: list[dict]) -> dict[str, float]:
-    """Each channel's accuracy recomputed from a step's dump and rollout rows: the base GAE advantages are the dumped
-    ones minus each decision's coefficient, and each decision is scored against its own increment."""
-    agree, total = {"as": 0.0, "bt": 0.0}, {"as": 0.0, "bt": 0.0}
+    """Each channel's class-balanced accuracy recomputed from a step's dump and rollout rows: the base GAE advantages
+    are the dumped ones minus each decision's coefficient, and each decision is scored against its own increment;
+    NaN for a channel with under 5% (the default quality.min_class_share) of one critique sign."""
+    sums = {ch: {1: [0.0, 0.0, 0], -1: [0.0, 0.0, 0]} for ch in ("as", "bt")}  # agreeing |a|, total |a|, decisions
     for row in rows:
         i = dump["episodes"].index(row["episode"])
         record, mask = dump["records"][i], dump["response_mask"][i].bool()
@@ -258,9 +260,16 @@ def _increment_accuracy(dump: dict, rows: list[dict]) -> dict[str, float]:
             later = placed[placed.index(first) + 1 :]
             increment = float(base[first] - (base[later[0]] if later else 0.0))
             if increment != 0:
-                total[turn["channel"]] += abs(increment)
-                agree[turn["channel"]] += abs(increment) * ((increment > 0) == (turn["applied"] > 0))
-    return {ch: agree[ch] / total[ch] for ch in total if total[ch] > 0}
+                sign = sums[turn["channel"]][1 if turn["applied"] > 0 else -1]
+                sign[0] += abs(increment) * ((increment > 0) == (turn["applied"] > 0))
+                sign[1] += abs(increment)
+                sign[2] += 1
+    accuracy = {}
+    for ch, signs in sums.items():
+        (agree_pos, total_pos, n_pos), (agree_neg, total_neg, n_neg) = signs[1], signs[-1]
+        one_sided = total_pos == 0 or total_neg == 0 or min(n_pos, n_neg) < 0.05 * (n_pos + n_neg)
+        accuracy[ch] = math.nan if one_sided else 0.5 * (agree_pos / total_pos + agree_neg / total_neg)
+    return accuracy
 
 
 def test_adaptive_strength_follows_the_logged_accuracy_after_its_warm_up(runs_dir):
@@ -278,11 +287,13 @@ def test_adaptive_strength_follows_the_logged_accuracy_after_its_warm_up(runs_di
     assert len(rows) == len(_dump(result, 1)["episodes"])  # every episode of the step has its row
     recomputed = _increment_accuracy(_dump(result, 1), rows)
     for ch in ("as", "bt"):
-        assert first[f"arew/{ch}/accuracy_decisions"] > 0 and first[f"arew/{ch}/accuracy"] == pytest.approx(recomputed[ch], abs=1e-4)
-        assert first[f"arew/{ch}/accuracy_ema"] == pytest.approx(first[f"arew/{ch}/accuracy"])  # first step: no history
+        assert first[f"arew/{ch}/accuracy_decisions"] > 0
+        assert first[f"arew/{ch}/accuracy"] == pytest.approx(recomputed[ch], abs=1e-4, nan_ok=True)
+        assert first[f"arew/{ch}/accuracy_ema"] == pytest.approx(first[f"arew/{ch}/accuracy"], nan_ok=True)  # first step: no history
         assert first[f"arew/{ch}/adaptive_factor"] == 1.0  # the warm-up
         # pooled grouping (the default): both channels take the factor of the pooled accuracy, this step's batch included
-        assert second[f"arew/{ch}/adaptive_factor"] == pytest.approx(adaptive_factor(second["arew/accuracy_ema"], 0.9))
+        pooled = second["arew/accuracy_ema"]
+        assert second[f"arew/{ch}/adaptive_factor"] == pytest.approx(adaptive_factor(None if math.isnan(pooled) else pooled, 0.9))
     assert panels.missing_keys(second, needs=("adaptive",)) == []
 
 

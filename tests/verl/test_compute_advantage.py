@@ -104,7 +104,8 @@ def test_wrapping_another_registered_estimator():
 
 def test_the_batchs_tracker_measures_accuracy_and_scales_lambda_through_verl():
     """GRPO, rewards (1, 0, 1) in one group: samples 0 and 2 have advantage +p, sample 1 -2p.
-    AS: agreeing mass p + 2p + p of 5p (sample 0's -1 disagrees) = 0.8; BT: 2p of 3p; both: 6p of 8p."""
+    Class-balanced: AS +1 agree p + p of 2p, -1 agree 2p of 3p (sample 0's -1 disagrees): (1 + 2/3) / 2;
+    BT has -1 critiques only (one-sided: no estimate); both: +1 2p of 2p, -1 4p of 6p: 5/6."""
     from arew.core import QualityTracker, parse_config
 
     data = _data()
@@ -115,9 +116,10 @@ def test_the_batchs_tracker_measures_accuracy_and_scales_lambda_through_verl():
         out = compute_advantage(data, adv_estimator="arew_grpo", config=algorithm)
     base, _ = core_algos.compute_grpo_outcome_advantage(data.batch["token_level_rewards"], MASK, np.array(["a"] * 3, dtype=object))
     metrics = context.metrics
-    assert metrics["arew/as/accuracy"] == pytest.approx(0.8) and metrics["arew/bt/accuracy"] == pytest.approx(2 / 3)
+    assert metrics["arew/as/accuracy"] == pytest.approx(5 / 6) and np.isnan(metrics["arew/bt/accuracy"])
     assert metrics["arew/as/accuracy_decisions"] == 4 and metrics["arew/bt/accuracy_decisions"] == 2
-    assert metrics["arew/accuracy"] == pytest.approx(0.75)
-    factor = (0.75 - 0.5) / (0.9 - 0.5)  # pooled: one factor from both channels' accuracy
+    assert metrics["arew/bt/positive_share"] == 0.0
+    assert metrics["arew/accuracy"] == pytest.approx(5 / 6)
+    factor = (5 / 6 - 0.5) / (0.9 - 0.5)  # pooled: one factor from both channels' accuracy
     assert metrics["arew/as/adaptive_factor"] == pytest.approx(factor) == metrics["arew/bt/adaptive_factor"]
     torch.testing.assert_close(out.batch["advantages"], base + factor * DELTA)

@@ -1,0 +1,43 @@
+"""The same lab numbers on every x86-64 machine: each library's instruction set pinned to AVX2.
+
+A lab run is deterministic on one machine (one torch thread, every draw seeded). Across
+machines the arithmetic is not: ATen picks AVX-512 or AVX2 kernels, MKL and oneDNN choose their
+code paths by CPU, numpy dispatches AVX-512 loops where it can, and each rounds in its own way.
+Sampling turns a last-bit difference into another trajectory within a few steps (measured: one
+ppo-ir run under ATen's AVX-512 and AVX2 kernels differs in the policy's entropy from step 1);
+the published ppo-ir reward once read 0.871 on one 2-core machine and 0.855 on another.
+
+The lab trains in worker processes started with :data:`PINNED_ENVIRONMENT`, which caps every
+library at AVX2 (every x86-64 server and laptop of the last decade has it, and it keeps most
+of the vector speed) and at one thread. Variables that must be read before a library
+initialises (numpy reads its CPU features at import), so they are set for a fresh process, never
+changed in a running one. Results still differ on other architectures (ARM) and with other
+versions of torch, MKL or numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+_NUMPY_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
+
+PINNED_ENVIRONMENT: Mapping[str, str] = {
+    "ATEN_CPU_CAPABILITY": "avx2",  # torch's own kernels
+    "MKL_CBWR": "AVX2,STRICT",  # MKL's conditional numerical reproducibility: one code path on any AVX2 CPU
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (torch's mkldnn kernels)
+    "NPY_DISABLE_CPU_FEATURES": _NUMPY_AVX512,  # numpy's dispatched loops; features a CPU lacks are ignored
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def pinned_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with the lab's pins in place."""
+    return {**(os.environ if base is None else base), **PINNED_ENVIRONMENT}
+
+
+def is_pinned(environment: Mapping[str, str] | None = None) -> bool:
+    environment = os.environ if environment is None else environment
+    return all(environment.get(key) == value for key, value in PINNED_ENVIRONMENT.items())
