@@ -14,6 +14,10 @@ records the study) goes into docs/reference/lab-results.md only, between
 ``<!-- lab:study:<NAME>:start -->`` and ``<!-- lab:study:<NAME>:end -->``; a folder of study
 folders (``--study all``) publishes each of them.
 
+The default run's publication also writes ``docs/reference/lab-default-runs.json``: each run's
+held-out numbers and the arithmetic it ran with (:mod:`arew.lab.reproducibility`), which
+tests/lab/test_reproducibility.py reproduces with a fresh run.
+
 A target file without a complete block is an error (so a marker edited away cannot make the
 tables drift silently), and so is a run whose ``config.json`` is not the default study, or
 not the study's definition in ``arew.lab.studies`` with the lab's defaults
@@ -33,6 +37,7 @@ from arew.markdown_blocks import BlockError, has_block, markers, replace_block
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guides" / "lab.md")
 STUDY_TARGETS = TARGETS[:1]
+RUNS_RECORD = REPO / "docs" / "reference" / "lab-default-runs.json"
 # columns of the lab guide's summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
 
@@ -131,9 +136,24 @@ def study_runs(folder: Path) -> list[Path]:
     return runs
 
 
+def runs_record(run: Path) -> str:
+    """The run's config and, per variant and seed, its held-out numbers and arithmetic, as JSON."""
+    runs: dict[str, dict[str, dict]] = {}
+    for path in sorted((run / "runs").glob("*/seed*.json")):
+        payload = json.loads(path.read_text())
+        runs.setdefault(payload["variant"], {})[str(payload["seed"])] = {
+            "final": payload["final"],
+            "arithmetic": payload.get("arithmetic", {}),
+        }
+    if not runs:
+        raise PublishError(f"{run}: no runs/<variant>/seed<k>.json")
+    config = json.loads((run / "config.json").read_text())["config"]
+    return json.dumps({"config": config, "runs": runs}, indent=1, sort_keys=True) + "\n"
+
+
 def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool = False) -> list[Path]:
-    """Write ``run``'s tables into ``targets`` (default: TARGETS, or STUDY_TARGETS for a study);
-    every target is checked before any is written."""
+    """Write ``run``'s tables into ``targets`` (default: TARGETS and, for the default run, RUNS_RECORD;
+    STUDY_TARGETS for a study); every target is checked before any is written."""
     study = study_of(run)
     if study is not None:
         if not any_config:
@@ -144,8 +164,10 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
         if not any_config:
             check_default(run)
         blocks = blocks_for((run / "results.md").read_text())
-        targets = TARGETS if targets is None else targets
     new = {}
+    if study is None and targets is None:
+        new[RUNS_RECORD] = runs_record(run)
+        targets = TARGETS
     for path in targets:
         try:
             new[path] = publish_text(path.read_text(), blocks)

@@ -294,6 +294,7 @@ def write_outputs(
             "seed": result.seed,
             "seconds": result.seconds,
             "final": {k: result.final[k] for k in FINAL_COLUMNS},
+            "arithmetic": result.arithmetic,
             "log": result.log,
         }
         (folder / f"seed{result.seed}.json").write_text(json.dumps(payload, indent=1))

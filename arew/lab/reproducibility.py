@@ -33,6 +33,21 @@ PINNED_ENVIRONMENT: Mapping[str, str] = {
 }
 
 
+def arithmetic() -> dict[str, str]:
+    """What this process computes with: torch's kernel level, whether numpy may use AVX-512, the versions."""
+    import numpy
+    import torch
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    numpy_avx512 = "AVX512F" in __cpu_dispatch__ and __cpu_features__.get("AVX512F", False)
+    return {
+        "aten": torch.backends.cpu.get_cpu_capability(),
+        "numpy_avx512": "yes" if numpy_avx512 else "no",
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+    }
+
+
 def pinned_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with the lab's pins in place."""
     return {**(os.environ if base is None else base), **PINNED_ENVIRONMENT}

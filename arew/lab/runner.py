@@ -142,7 +142,7 @@ def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
     """What a run's result depends on: equal keys give equal runs, whatever the arms' labels (the
     config's list of variants and seeds is not part of it)."""
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
-    parts = (replace(config, variants=(), seeds=()), replace(variant, name="", overrides=()), arew, seed)
+    parts = (replace(config, variants=(), seeds=()), replace(variant, name="", overrides=()), arew, seed, dict(PINNED_ENVIRONMENT))
     return "\n".join(map(repr, parts))
 
 

@@ -26,6 +26,7 @@ from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
+from arew.lab.reproducibility import arithmetic
 from arew.lab.rollout import Rollout, rollout
 
 LOG_COLUMNS = (
@@ -75,6 +76,7 @@ class RunResult:
     seconds: float
     critique_stats: list[dict[str, float]] = field(default_factory=list)  # per step, the arew/* statistics
     rollouts: list[dict] = field(default_factory=list)  # sampled training episodes (arew.lab.export)
+    arithmetic: dict[str, str] = field(default_factory=dict)  # arew.lab.reproducibility.arithmetic() of the process
 
 
 @dataclass(frozen=True)
@@ -279,4 +281,4 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     )
     measured = {**_summary(evaluation, policy.step_bins), **evaluation.diagnostics}
     final = {key: measured[key] for key in FINAL_COLUMNS}
-    return RunResult(variant.name, seed, log, final, time.perf_counter() - started, critique_stats, rollouts)
+    return RunResult(variant.name, seed, log, final, time.perf_counter() - started, critique_stats, rollouts, arithmetic())
