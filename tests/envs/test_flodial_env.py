@@ -72,7 +72,7 @@ def test_protocol_and_initial_message():
     "question, word, critique",
     [
         ("Is the fan running and spinning?", "Yes", 1),
-        ("Are the air vents blocked by dust?", "No", 0),
+        ("Are the air vents blocked by dust?", "No", 1),  # a No rules out as much as a Yes (env docstring)
         ("Does it shut down when it gets hot?", "Yes", 1),
         ("Is the screen cracked?", "Unknown", -1),
     ],
@@ -214,3 +214,47 @@ def test_make_env_from_row_and_table_validation():
         make_env("flodial-easy", info, 3)
     with pytest.raises(ValueError):
         FloDialEnv("p", CANDIDATES, 1, TABLE, ["Yes", "Maybe", "No"])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Is the fan spinning and is the air vent blocked by dust?",
+        "Is the fan spinning, is the vent blocked by dust, and does the laptop shut down when hot?",
+    ],
+)
+def test_offline_user_gives_unknown_to_a_question_about_several_checks(question):
+    # each check alone is answered (test_offline_user_and_as_critique); naming several at once used to
+    # get the best-matching row's answer, which does not say which check it answers (users/offline.py)
+    env = make()
+    step = act(env, question)
+    assert step.info["user_answer"] == "Unknown" and step.info["row"] is None and step.critique == -1
+
+
+@pytest.mark.parametrize(
+    "scores, critique",
+    [
+        ("0.3, 0.3, 0.3, 0.3, 0.3", -1),  # every score raised: the gold rose, its share did not
+        ("1, 1, 1, 1, 1", -1),
+        ("0.1, 0.3, 0.3, 0.1, 0.1", 1),  # the gold and one other raised, the rest lowered: its share rose
+        ("0.25, 0.25, 0.25, 0.25, 0", 1),  # one candidate ruled out, the others renormalised
+    ],
+)
+def test_bt_after_yes_or_no_needs_the_gold_share_to_rise_too(scores, critique):
+    env = make(Scripted(0))
+    act(env, "q?")
+    step = update(env, scores)
+    assert step.critique == critique and step.info["bt_rule"] == "gold_rise"
+
+
+def test_saturation_needs_the_gold_to_be_the_only_top_score():
+    env = make(Scripted(0, 2))
+    act(env, "q?")
+    assert update(env, "1, 1, 1, 1, 1").critique == -1  # every score to 1: no share gained
+    act(env, "q2?")
+    assert update(env, "1, 1, 1, 1, 1").critique == -1  # stays at 1, but tied with every other candidate
+    env = make(Scripted(0, 2))
+    act(env, "q?")
+    assert update(env, "0.5, 1, 0.5, 0.5, 0.5").critique == 1
+    act(env, "q2?")
+    assert update(env, "0.5, 1, 0.5, 0.5, 0.5").critique == 1  # 1 and the only top: no rise possible

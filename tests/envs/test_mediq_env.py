@@ -161,21 +161,33 @@ def test_bt_invariance_after_invalid_question_and_against_previous_valid_belief(
 
 
 @pytest.mark.parametrize(
-    "scores, cf, critique",
+    "scores, cf, critique, rule",
     [
-        ("0.1, 0.1, 0.7, 0.1", "<interact>0.25, 0.25, 0.25, 0.25</interact>", 1),  # moved, cf did not
-        ("0.25, 0.25, 0.25, 0.25", "<interact>0.1, 0.1, 0.7, 0.1</interact>", -1),  # cf moved more
-        ("0.1, 0.1, 0.7, 0.1", "<interact>0.7, 0.1, 0.1, 0.1</interact>", 1),  # equal distances: <=
-        ("0.3, 0.25, 0.25, 0.25", "<scratch>x</scratch><answer>0.25, 0.25, 0.25, 0.26</answer>", 1),
-        ("0.25, 0.25, 0.25, 0.25", "<interact>0.25, 0.25, 0.25, 0.25</interact>", 1),  # both unmoved
+        ("0.1, 0.1, 0.7, 0.1", "<interact>0.25, 0.25, 0.25, 0.25</interact>", 1, "counterfactual"),  # moved, cf did not
+        ("0.25, 0.25, 0.25, 0.25", "<interact>0.1, 0.1, 0.7, 0.1</interact>", -1, "counterfactual"),  # cf moved more
+        ("0.1, 0.1, 0.7, 0.1", "<interact>0.7, 0.1, 0.1, 0.1</interact>", 1, "counterfactual"),  # equal distances: <=
+        ("0.25, 0.25, 0.3, 0.25", "<scratch>x</scratch><answer>0.25, 0.25, 0.25, 0.26</answer>", 1, "counterfactual"),
+        # additions to the paper's rule (env docstring): no move at all is 0, a move that does not raise the
+        # gold margin is -1 however the counterfactual moved (the paper gave both +1)
+        ("0.25, 0.25, 0.25, 0.25", "<interact>0.25, 0.25, 0.25, 0.25</interact>", 0, "unmoved"),
+        ("0.3, 0.25, 0.25, 0.25", "<interact>0.25, 0.25, 0.25, 0.25</interact>", -1, "margin_not_raised"),
+        ("0.35, 0.35, 0.35, 0.35", "<interact>0.25, 0.25, 0.25, 0.25</interact>", -1, "margin_not_raised"),
+        ("0.9, 0.1, 0.1, 0.4", "<interact>0.25, 0.25, 0.25, 0.25</interact>", -1, "margin_not_raised"),
     ],
 )
-def test_bt_counterfactual_rule_after_informative_feedback(scores, cf, critique):
+def test_bt_counterfactual_rule_after_informative_feedback(scores, cf, critique, rule):
     env = make(Scripted([1]))
     act(env, "Do you have a fever?")
     step = update(env, scores, counterfactual=cf)
-    assert step.critique == critique and step.info["bt_rule"] == "counterfactual"
+    assert step.critique == critique and step.info["bt_rule"] == rule
     assert env.proxies()["cf_checks"] == 1.0
+
+
+def test_a_missing_counterfactual_does_not_excuse_lowering_the_gold_margin():
+    env = make(Scripted([1]))
+    act(env, "Do you have a fever?")
+    step = update(env, "0.7, 0.1, 0.1, 0.1", counterfactual="no tags")
+    assert (step.critique, step.info["bt_rule"]) == (-1, "margin_not_raised") and env.proxies()["cf_missing"] == 1.0
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,26 @@ def test_bt_critique_sign_of_cosine_change_after_informative_query():
     assert up.channel == Channel.BT and up.info["bt_proxy"] > 0 > down.info["bt_proxy"]
 
 
+@pytest.mark.parametrize(
+    "guess, critique, rule",
+    [
+        ("0.6, 0.4, 0.9, 0.1", 1, "cosine"),  # w* itself
+        ("0.5, 0.5, 0.9, 0.1", -1, "contradicts_answer"),  # closer to w*, but it predicts Equal, not Yes
+        ("0.45, 0.5, 0.9, 0.1", -1, "contradicts_answer"),  # closer to w*, but it predicts No
+        ("0.55, 0.5, 0.9, 0.1", 1, "cosine"),
+    ],
+)
+def test_bt_plus_one_needs_the_guess_to_predict_the_answer_just_given(guess, critique, rule):
+    # the addition to the paper's rule (env docstring): a step towards w* that ignores the answer is -1
+    env, step = _bt_after("1, 2 | 1, 2", guess, w_star=[0.6, 0.4, 0.9, 0.1])  # diff (+2, -2): Yes
+    assert step.info["bt_proxy"] > 0 and (step.critique, step.info["bt_rule"]) == (critique, rule)
+
+
+def test_bt_after_an_equal_answer_has_no_prediction_check():
+    env, step = _bt_after("1, 2 | 1, 2", "0.35, 0.3, 0.2, 0.2", w_star=[0.3, 0.3, 0.2, 0.2])
+    assert env.proxies()["bt"][0] > 0 and step.critique == 1
+
+
 def test_bt_compares_against_previous_valid_guess():
     env = make()
     act(env, "1, 2 | 1, 2")

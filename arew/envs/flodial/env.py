@@ -10,12 +10,22 @@ final vector's unique argmax is the gold candidate.
 
 Critiques (paper E.3.1, docs/method.md §11):
 
-- action (AS): Yes +1, No 0, Unknown (no match, repeated row) or invalid -1;
+- action (AS): Yes or No +1, Unknown (no match, repeated row) or invalid -1. The paper gives
+  No 0; here a No counts as a Yes does, since either answer of a table row rules out the
+  candidates whose path leaves the gold path there. With No at 0 the critique paid asking
+  checks the user confirms over checks the user denies: in ``arew.audit.flodial`` a policy
+  that asked only the rows answered Yes earned AS +1.00 against the competent policy's
+  +0.42-0.52 and identified nothing (reward 0-0.13);
 - update (BT): -1 for an invalid update (the previous belief is kept). After Yes/No: +1
-  iff the gold candidate's score rose (w_t[gold] > w_prev[gold]), else -1; one exception,
-  ``bt_saturation`` (default on): when the gold score was already 1 and stays 1 the update
-  gets +1, since no rise is possible (off = the paper's rule to the letter). After Unknown
-  or an invalid question: +1 iff the belief is unchanged (every score within 1e-9), else -1;
+  iff the gold candidate's score rose (w_t[gold] > w_prev[gold]) *and* so did its share of
+  all scores (w_t[gold] / sum(w_t) > w_prev[gold] / sum(w_prev), 1/D for an all-zero
+  belief), else -1. The share condition is an addition to the paper's rule: without it
+  raising every score (or setting every score to 1) earned +1 after every answer without
+  knowing which candidate is the gold (``raise_all``, ``all_ones`` in the audit, reward 0).
+  One exception, ``bt_saturation`` (default on): when the gold score was already 1 and stays
+  1, and it is the only top score after the update, the update gets +1, since no rise is
+  possible (off: no exception). After Unknown or an invalid question: +1 iff the belief is
+  unchanged (every score within 1e-9), else -1;
 - final answer (BT): -1 if invalid; in place of an update round it is scored as that
   update; otherwise 0.
 
@@ -42,7 +52,7 @@ from arew.envs.options import Option
 from arew.envs.users import RowRequest, SimulatedUser, make_user, split_user_options
 
 ANSWER_WORDS = ("Yes", "No")
-AS_CRITIQUE = {"Yes": 1, "No": 0, "Unknown": -1}
+AS_CRITIQUE = {"Yes": 1, "No": 1, "Unknown": -1}
 
 
 class FloDialEnv(ChoiceEpisode):
@@ -154,10 +164,20 @@ class FloDialEnv(ChoiceEpisode):
         if not self._informative:
             return (1 if scoring.same(w, prev) else -1), "invariance"
         rose = delta > scoring.EQUAL_TOL
-        saturated = self.bt_saturation and min(w[self.gold], prev[self.gold]) >= 1.0 - scoring.EQUAL_TOL
+        share_rose = self._share(w) > self._share(prev) + scoring.EQUAL_TOL
+        saturated = (
+            self.bt_saturation
+            and min(w[self.gold], prev[self.gold]) >= 1.0 - scoring.EQUAL_TOL
+            and scoring.unique_argmax(w) == self.gold
+        )
         self._informative_updates += 1
         self._informative_rises += int(rose)
-        return (1 if rose or saturated else -1), "gold_rise"
+        return (1 if (rose and share_rose) or saturated else -1), "gold_rise"
+
+    def _share(self, w: np.ndarray) -> float:
+        """The gold candidate's share of all scores (1/D for an all-zero belief)."""
+        total = float(np.sum(w))
+        return float(w[self.gold]) / total if total > 0 else 1.0 / self.n
 
     def proxies(self) -> dict[str, Any]:
         rows = len(self.table_questions)

@@ -22,7 +22,17 @@ Critiques (paper E.3.1, docs/method.md §11):
   "Unknown.") in place of the real feedback; +1 iff
   ||w_cf - w_prev|| <= ||w_t - w_prev|| (ties within 1e-9 count as <=), else -1. When that
   counterfactual is missing or not a valid 4-vector (in <interact> or <answer>), the
-  critique is 0 and ``cf_missing`` counts it.
+  critique is 0 and ``cf_missing`` counts it. Two additions to the paper's rule: a belief
+  that moved without raising the gold margin (m(w_t) <= m(w_prev) + 1e-9; ``bt_rule``
+  "margin_not_raised") gets -1, whatever the counterfactual (so a missing one does not turn it
+  into 0), and a belief that did not move at all while its counterfactual did not either
+  ("unmoved") gets 0, not +1. The counterfactual check alone pays any
+  move, in any direction, that is larger than the move the same agent makes on "Unknown.":
+  copying the previous belief (0 <= 0), a random move, raising every score, or pushing the
+  option it already favours all earned +1 after every new fact, exactly as often as raising
+  the gold option (``arew.audit.mediq``: ``copy_belief``, ``random_move``, ``raise_all``,
+  ``raise_top`` and ``oscillate`` tied the competent policy with rewards of 0 to 0.4). The
+  margin is the paper's BT proxy for MediQ, so +1 now also requires BT_t > 0.
 - final answer (BT): -1 if invalid; when it takes the place of an update round it is
   scored as that update, except that after informative feedback no counterfactual reaches
   ``answer`` and the critique is 0; otherwise 0.
@@ -212,14 +222,20 @@ class MediQEnv(ChoiceEpisode):
             return 0, "no_counterfactual"
         kind = parsing.payload_kind(counterfactual) if counterfactual is not None else None
         cf = self._parse_belief(counterfactual, kind) if kind else parsing.ParseResult.failure("missing")
-        if not cf.ok:
-            self._cf_missing += 1
-            return 0, "counterfactual_missing"
-        self._cf_checks += 1
+        self._cf_checks += int(cf.ok)
+        self._cf_missing += int(not cf.ok)
         prev = self._belief
-        d_cf = float(np.linalg.norm(np.asarray(cf.value) - prev))
         d_t = float(np.linalg.norm(w - prev))
-        return (1 if d_cf <= d_t + scoring.EQUAL_TOL else -1), "counterfactual"
+        if d_t > scoring.EQUAL_TOL and delta <= scoring.EQUAL_TOL:
+            return -1, "margin_not_raised"  # needs no counterfactual
+        if not cf.ok:
+            return 0, "counterfactual_missing"
+        d_cf = float(np.linalg.norm(np.asarray(cf.value) - prev))
+        if d_cf > d_t + scoring.EQUAL_TOL:
+            return -1, "counterfactual"
+        if d_t <= scoring.EQUAL_TOL:
+            return 0, "unmoved"
+        return 1, "counterfactual"
 
     def proxies(self) -> dict[str, Any]:
         open_total = len(self.facts) - len(self.known)
