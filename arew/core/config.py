@@ -102,12 +102,18 @@ class QualityConfig:
         high=0.5,
     )
     warn_after_steps: int = setting(10, "Consecutive near-chance steps before one warning naming the channel (once per spell)", low=1)
+    warmup_steps: int = setting(
+        20,
+        "Global steps 1..warmup_steps are measured but never count towards the near-chance warning: at the start of a self-locked run "
+        "the outcome cannot see AS and an untrained critic misjudges it (as adaptive.warmup_steps)",
+        low=0,
+    )
     min_decisions: int = setting(1, "Fewest scored decisions (non-zero critique and base advantage) for a step to enter the smoothed accuracy", low=1)
     min_class_share: float = setting(
         0.05,
-        "Smallest share of the rarer critique sign among a channel's scored decisions for an estimate: below it the channel is one-sided "
-        "(arew/<ch>/positive_share near 0 or 1), its accuracy NaN, never near chance, its adaptive factor 1 (a single sign cannot be scored "
-        "against a centred advantage)",
+        "Smallest share of the rarer critique sign, and of the rarer advantage sign, among a channel's scored decisions for an estimate: "
+        "below it the channel is one-sided (arew/<ch>/positive_share or advantage_positive_share near 0 or 1), its accuracy NaN, never near "
+        "chance, its adaptive factor 1 (nothing can be read from a single sign)",
         low=0,
         high=0.5,
     )

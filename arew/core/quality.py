@@ -22,10 +22,13 @@ critiques that broke the lock) scores the share of positive advantages among its
 two signs' accuracies counts the rare sign as much as the common one; signs independent of a still
 score 0.5 (the +1 class scores the positive share p of the |a| mass, the -1 class 1 - p).
 
-A channel that is still (nearly) one-sided, its rarer sign below ``quality.min_class_share`` of its
-scored decisions (smoothed), has no estimate: nothing can be read from a single sign against a
-centred advantage. Its accuracy is logged as NaN, its share of +1 as ``arew/<ch>/positive_share``,
-it is never near chance and its adaptive factor stays 1.
+Nothing can be read from a single sign on either side, so a channel has no estimate while its
+rarer critique sign, or the rarer sign of its advantage estimates, is under
+``quality.min_class_share`` of its scored decisions (smoothed): nearly all +1 critiques, or a
+critic whose increments are positive for every decision of the channel (the PE lab's PPO critic
+for AS: its balanced accuracy sat at exactly 0.5, one sign always right, the other always wrong).
+Its accuracy is logged as NaN, beside ``arew/<ch>/positive_share`` and
+``arew/<ch>/advantage_positive_share``; it is never near chance and its adaptive factor stays 1.
 
 Which estimate a is (``quality.direction``, see :func:`resolve_direction`):
 
@@ -58,7 +61,9 @@ agreeing and total |a| mass, so steps count by their |a| mass and the first step
 correction.
 
 :class:`QualityTracker` keeps that state across steps (the caller owns one per run; it restarts
-on a resume), warns once per spell when a channel stays near chance, and gives the adaptive
+on a resume), warns once per spell when a channel stays near chance after ``quality.warmup_steps``
+(the warning says what it knows: no evidence for the critiques, which is either bad critiques or
+advantages that cannot see them), and gives the adaptive
 strength factors. Accuracy is measured on the step's batch before its reweighting, so the factor
 applies in the same step. Pure torch; no verl.
 """
@@ -67,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -104,9 +109,12 @@ def resolve_direction(setting: str, estimator: str, discount: float, key: str = 
     return setting
 
 
-def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per channel (row, index order of ``CHANNELS``) and critique sign (column: +1, -1): the agreeing
-    |a| mass, the total |a| mass and the number of scored decisions, each (len(CHANNELS), 2).
+AGREE_MASS, MASS, DECISIONS, AGREEING = range(4)  # the sums kept per critique sign (accuracy_sums' last axis)
+
+
+def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
+    """(len(CHANNELS), 2, 4): per channel (index order of ``CHANNELS``) and critique sign (+1, then -1), the
+    agreeing |a| mass, the total |a| mass, the scored decisions and the agreeing ones (float64).
 
     ``label`` (K,) are the critiques after the transforms, ``channel`` (K,) their channel index and
     ``advantage`` (K,) each decision's advantage estimate a (module docstring); a decision is scored
@@ -115,22 +123,25 @@ def accuracy_sums(label: torch.Tensor, channel: torch.Tensor, advantage: torch.T
     advantage = advantage.double()
     scored = (label != 0) & (advantage != 0) & torch.isfinite(advantage)
     weight = torch.where(scored, advantage.abs(), torch.zeros_like(advantage))
-    agree = torch.where(torch.sign(advantage) == label.double(), weight, torch.zeros_like(weight))
+    agrees = scored & (torch.sign(advantage) == label.double())
     cell = channel * 2 + (label < 0).long()
     n = len(CHANNELS) * 2
-    return (
-        torch.bincount(cell, weights=agree, minlength=n).view(-1, 2),
-        torch.bincount(cell, weights=weight, minlength=n).view(-1, 2),
-        torch.bincount(cell, weights=scored.double(), minlength=n).view(-1, 2),
+    columns = (torch.where(agrees, weight, torch.zeros_like(weight)), weight, scored.double(), agrees.double())
+    return torch.stack([torch.bincount(cell, weights=w, minlength=n) for w in columns], dim=-1).view(-1, 2, 4)
+
+
+def balanced_accuracy(sums, min_class_share: float) -> float | None:
+    """The mean of the +1 and the -1 critiques' |a|-weighted accuracies from ``sums`` (2, 4) of
+    :func:`accuracy_sums`; None when it cannot say anything: a sign without |a| mass, or under
+    ``min_class_share`` of the scored decisions carrying the rarer critique sign or the rarer advantage sign."""
+    (agree_pos, mass_pos, n_pos, agreeing_pos), (agree_neg, mass_neg, n_neg, agreeing_neg) = (
+        [float(v) for v in row] for row in sums
     )
-
-
-def balanced_accuracy(agree: tuple[float, float], total: tuple[float, float], count: tuple[float, float], min_class_share: float) -> float | None:
-    """The mean of the +1 and the -1 critiques' |a|-weighted accuracies; None while either sign has no
-    |a| mass or the rarer sign is under ``min_class_share`` of the scored decisions (one-sided)."""
-    if total[0] <= 0 or total[1] <= 0 or min(count) < min_class_share * sum(count):
+    n = n_pos + n_neg
+    positive_advantages = agreeing_pos + n_neg - agreeing_neg
+    if mass_pos <= 0 or mass_neg <= 0 or min(n_pos, n_neg, positive_advantages, n - positive_advantages) < min_class_share * n:
         return None
-    return 0.5 * (agree[0] / total[0] + agree[1] / total[1])
+    return 0.5 * (agree_pos / mass_pos + agree_neg / mass_neg)
 
 
 def adaptive_factor(accuracy: float | None, full_at: float) -> float:
@@ -147,20 +158,13 @@ def adaptive_factor(accuracy: float | None, full_at: float) -> float:
 
 @dataclass
 class _State:
-    """Exponentially weighted per-sign sums (+1, -1): agreeing |a| mass, total |a| mass, decisions."""
+    """Exponentially weighted :func:`accuracy_sums` of one channel (or pooled), (2, 4)."""
 
-    agree: tuple[float, float] = (0.0, 0.0)
-    total: tuple[float, float] = (0.0, 0.0)
-    count: tuple[float, float] = (0.0, 0.0)
+    sums: torch.Tensor = field(default_factory=lambda: torch.zeros(2, 4, dtype=torch.float64))
     near_chance: int = 0  # consecutive counted steps with the smoothed estimate in the chance band
 
-    def fold(self, ema: float, agree: tuple[float, float], total: tuple[float, float], count: tuple[float, float]) -> None:
-        self.agree = tuple(ema * old + new for old, new in zip(self.agree, agree))
-        self.total = tuple(ema * old + new for old, new in zip(self.total, total))
-        self.count = tuple(ema * old + new for old, new in zip(self.count, count))
-
     def smoothed(self, min_class_share: float) -> float | None:
-        return balanced_accuracy(self.agree, self.total, self.count, min_class_share)
+        return balanced_accuracy(self.sums, min_class_share)
 
 
 class QualityTracker:
@@ -191,22 +195,23 @@ class QualityTracker:
     def update(self, label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor, step: int) -> dict[str, float]:
         """Fold global step ``step``'s decisions into the state; return its ``arew/`` metrics (also in ``last``)."""
         self.step = step
-        agree, total, count = accuracy_sums(label, channel, advantage)
-        sums = {name: (agree[i], total[i], count[i]) for i, name in enumerate(CHANNELS)}
-        sums[POOLED] = (agree.sum(0), total.sum(0), count.sum(0))
+        per_channel = accuracy_sums(label, channel, advantage)
+        sums = {name: per_channel[i] for i, name in enumerate(CHANNELS)}
+        sums[POOLED] = per_channel.sum(0)
         share = self.quality.min_class_share
         stats: dict[str, float] = {}
         for name in (*self.channels, POOLED):
-            step_agree, step_total, step_count = (tuple(float(v) for v in t) for t in sums[name])
-            state = self.states[name]
-            decisions = sum(step_count)
+            step_sums, state = sums[name], self.states[name]
+            decisions = float(step_sums[:, DECISIONS].sum())
+            positive_advantages = float(step_sums[0, AGREEING] + step_sums[1, DECISIONS] - step_sums[1, AGREEING])
             stats[metric_key(name, "accuracy_decisions")] = decisions
             # NaN: no estimate this step (no scored decision, or one sign only); logged so the key always exists
-            step_accuracy = balanced_accuracy(step_agree, step_total, step_count, share)
+            step_accuracy = balanced_accuracy(step_sums, share)
             stats[metric_key(name, "accuracy")] = math.nan if step_accuracy is None else step_accuracy
-            stats[metric_key(name, "positive_share")] = step_count[0] / decisions if decisions else math.nan
-            if decisions >= self.quality.min_decisions and sum(step_total) > 0:
-                state.fold(self.quality.ema, step_agree, step_total, step_count)
+            stats[metric_key(name, "positive_share")] = float(step_sums[0, DECISIONS]) / decisions if decisions else math.nan
+            stats[metric_key(name, "advantage_positive_share")] = positive_advantages / decisions if decisions else math.nan
+            if decisions >= self.quality.min_decisions and float(step_sums[:, MASS].sum()) > 0:
+                state.sums = self.quality.ema * state.sums + step_sums
                 if name != POOLED:
                     self._count_near_chance(name, state)
             smoothed = state.smoothed(share)
@@ -223,18 +228,19 @@ class QualityTracker:
     def _count_near_chance(self, name: str, state: _State) -> None:
         band = self.quality.chance_band
         smoothed = state.smoothed(self.quality.min_class_share)
-        if smoothed is None or abs(smoothed - CHANCE) > band:  # one-sided: nothing to warn about
-            state.near_chance = 0
+        if self.step <= self.quality.warmup_steps or smoothed is None or abs(smoothed - CHANCE) > band:
+            state.near_chance = 0  # in the warm-up, or nothing to judge (one-sided): no spell
             return
         state.near_chance += 1
         if state.near_chance == self.quality.warn_after_steps:  # once per spell: the count only passes this value once
             logger.warning(
-                "AReW: the %s critiques have separated the decisions the advantages favour no better than chance for %d steps "
-                "(smoothed class-balanced accuracy %.3f, within 0.5 +- algorithm.arew.quality.chance_band=%g): they add noise to the "
-                "advantages (Prop. 4.1), unless the outcome does not depend on them yet (AS while belief tracking is weak, "
-                "low episode/proxy_c_bt). Check the %s critique source, or lower its strength (algorithm.arew.lam%s), drop it "
-                "(algorithm.arew.channels) or set algorithm.arew.adaptive.enabled=true",
-                name.upper(), state.near_chance, smoothed, band, name.upper(),
+                "AReW: no evidence that the %s critiques point the way the advantages do: their class-balanced accuracy has stayed "
+                "within 0.5 +- algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f). Either they do not, and add noise "
+                "to the advantages (Prop. 4.1), or these advantages cannot see the %s decisions (outcome-only advantages while "
+                "belief tracking is weak: low episode/proxy_c_bt; a critic that has not learned what they are worth). Check the "
+                "critique source, or lower its strength (algorithm.arew.lam%s), drop it (algorithm.arew.channels) or set "
+                "algorithm.arew.adaptive.enabled=true",
+                name.upper(), band, state.near_chance, smoothed, name.upper(),
                 f" / lam_{name}" if self.grouping == "separate" else "",
             )
 

@@ -298,27 +298,32 @@ def decision_increments(batch: Sequence[Trajectory], advantages: Values) -> Valu
 
 def accuracy_sums(batch: Sequence[Trajectory], labels: Labels, estimates: Values) -> dict[str, list[list[float]]]:
     """Per channel and critique sign (+1 first, then -1): [sum |a| over the scored decisions whose
-    z = sign a, sum |a| over the scored decisions, their number].
+    z = sign a, sum |a| over the scored decisions, their number, the number whose z = sign a].
 
     A decision is scored when z != 0 and a is a non-zero finite number. Sums run in batch order.
     """
-    sums = {name: [[0.0, 0.0, 0], [0.0, 0.0, 0]] for name in CHANNELS}
+    sums = {name: [[0.0, 0.0, 0, 0], [0.0, 0.0, 0, 0]] for name in CHANNELS}
     for traj, row, estimate in zip(batch, labels, estimates):
         for d, z, a in zip(traj.decisions, row, estimate):
             if z == 0 or a == 0 or not math.isfinite(a):
                 continue
             entry = sums[d.channel][0 if z > 0 else 1]
-            entry[0] += abs(a) if (a > 0) - (a < 0) == z else 0.0
+            agrees = (a > 0) - (a < 0) == z
+            entry[0] += abs(a) if agrees else 0.0
             entry[1] += abs(a)
             entry[2] += 1
+            entry[3] += int(agrees)
     return sums
 
 
 def balanced_accuracy(per_sign: Sequence[Sequence[float]], min_class_share: float) -> float | None:
-    """The mean over both signs of agreeing |a| mass / total |a| mass; None when a sign has no mass or the
-    rarer sign has fewer than ``min_class_share`` of the decisions (a one-sided channel has no estimate)."""
-    (agree_pos, total_pos, n_pos), (agree_neg, total_neg, n_neg) = per_sign
-    if total_pos <= 0 or total_neg <= 0 or min(n_pos, n_neg) < min_class_share * (n_pos + n_neg):
+    """The mean over both critique signs of agreeing |a| mass / total |a| mass; None when a sign has no
+    mass, or fewer than ``min_class_share`` of the decisions carry the rarer critique sign or the rarer
+    sign of a (one-sided on either side: no estimate)."""
+    (agree_pos, total_pos, n_pos, agreeing_pos), (agree_neg, total_neg, n_neg, agreeing_neg) = per_sign
+    n = n_pos + n_neg
+    positive_a = agreeing_pos + (n_neg - agreeing_neg)
+    if total_pos <= 0 or total_neg <= 0 or min(n_pos, n_neg, positive_a, n - positive_a) < min_class_share * n:
         return None
     return 0.5 * (agree_pos / total_pos + agree_neg / total_neg)
 
@@ -333,13 +338,13 @@ def adaptive_factor(accuracy: float | None, full_at: float) -> float:
 @dataclass
 class QualityState:
     """The smoothed accuracy across steps: per channel and pooled, per critique sign, exponentially
-    weighted sums of the agreeing |a| mass, the total |a| mass and the decisions."""
+    weighted sums of the agreeing |a| mass, the total |a| mass, the decisions and the agreeing ones."""
 
     config: object  # the AReWConfig
     direction: str = "outcome"  # or "increment"
     step: int = 0
     sums: dict[str, list[list[float]]] = field(
-        default_factory=lambda: {name: [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] for name in (*CHANNELS, POOLED)}
+        default_factory=lambda: {name: [[0.0] * 4, [0.0] * 4] for name in (*CHANNELS, POOLED)}
     )
 
     def smoothed(self, name: str) -> float | None:
@@ -351,13 +356,13 @@ class QualityState:
         self.step = step
         per_channel = accuracy_sums(batch, labels, estimates)
         step_sums = dict(per_channel)
-        step_sums[POOLED] = [[per_channel["as"][c][j] + per_channel["bt"][c][j] for j in range(3)] for c in range(2)]
+        step_sums[POOLED] = [[per_channel["as"][c][j] + per_channel["bt"][c][j] for j in range(4)] for c in range(2)]
         quality = self.config.quality
         for name in (*enabled_channels(self.config.channels), POOLED):
             signs = step_sums[name]
             if sum(sign[2] for sign in signs) >= quality.min_decisions and sum(sign[1] for sign in signs) > 0:
                 for state, new in zip(self.sums[name], signs):
-                    for j in range(3):
+                    for j in range(4):
                         state[j] = quality.ema * state[j] + new[j]
 
     def factors(self) -> dict[str, float]:

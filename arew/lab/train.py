@@ -52,6 +52,8 @@ LOG_COLUMNS = (
     "bt_accuracy",
     "as_positive_share",
     "bt_positive_share",
+    "as_advantage_positive_share",
+    "bt_advantage_positive_share",
     "as_adaptive_factor",
     "bt_adaptive_factor",
 )
@@ -260,6 +262,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         for index, name in enumerate(("as", "bt")):  # NaN: no estimate this step (or no reweighting)
             row[f"{name}_accuracy"] = measured.get(f"arew/{name}/accuracy", math.nan)
             row[f"{name}_positive_share"] = measured.get(f"arew/{name}/positive_share", math.nan)
+            row[f"{name}_advantage_positive_share"] = measured.get(f"arew/{name}/advantage_positive_share", math.nan)
             row[f"{name}_adaptive_factor"] = factors[index]
         log.append({key: row[key] for key in LOG_COLUMNS})
         critique_stats.append({} if stage.injection is None else stage.injection.stats)

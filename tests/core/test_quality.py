@@ -24,8 +24,8 @@ AS, BT = CHANNEL_INDEX["as"], CHANNEL_INDEX["bt"]
 
 def critique_accuracy(label: torch.Tensor, channel: torch.Tensor, advantage: torch.Tensor) -> dict[str, float]:
     """One batch's class-balanced accuracy per channel (only channels with both signs scored)."""
-    agree, total, count = accuracy_sums(label, channel, advantage)
-    found = {name: balanced_accuracy(agree[i].tolist(), total[i].tolist(), count[i].tolist(), 0.0) for i, name in enumerate(CHANNELS)}
+    sums = accuracy_sums(label, channel, advantage)
+    found = {name: balanced_accuracy(sums[i], 0.0) for i, name in enumerate(CHANNELS)}
     return {name: value for name, value in found.items() if value is not None}
 
 
@@ -51,9 +51,9 @@ def test_weights_are_abs_advantage_and_zero_critiques_or_advantages_are_left_out
     # scored: 0 (+1 agrees, |a| 2), 1 (+1 disagrees, 1), 2 (-1 disagrees, 0.5); 3 has a = 0, 4 has z = 0, 5 has a NaN
     label = torch.tensor([1, 1, -1, 1, 0, 1])
     outcome = torch.tensor([2.0, -1.0, 0.5, 0.0, 3.0, float("nan")])
-    agree, total, count = accuracy_sums(label, torch.full_like(label, BT), outcome)
-    assert (agree[BT].tolist(), total[BT].tolist(), count[BT].tolist()) == ([2.0, 0.0], [3.0, 0.5], [2, 1])
-    assert agree[AS].tolist() == total[AS].tolist() == count[AS].tolist() == [0, 0]
+    sums = accuracy_sums(label, torch.full_like(label, BT), outcome)
+    # per sign: agreeing |a|, total |a|, decisions, agreeing decisions
+    assert sums[BT].tolist() == [[2.0, 3.0, 2, 1], [0.0, 0.5, 1, 0]] and sums[AS].tolist() == [[0] * 4, [0] * 4]
     # each sign scored on its own, then averaged: (2/3 + 0/0.5) / 2
     assert critique_accuracy(label, torch.full_like(label, BT), outcome) == {"bt": pytest.approx(1 / 3)}
     # a channel with no scored decision has no estimate, and says so with a decision count of 0
@@ -115,8 +115,8 @@ def _mostly_positive(copies_of_positive: int):
 def test_a_rare_sign_counts_as_much_as_the_common_one():
     label, channel, outcome = _mostly_positive(1)
     accuracy = critique_accuracy(label, channel, outcome)["as"]
-    agree, total, _ = accuracy_sums(label, channel, outcome)
-    pooled_over_signs = float(agree[AS].sum() / total[AS].sum())
+    sums = accuracy_sums(label, channel, outcome)[AS]
+    pooled_over_signs = float(sums[:, 0].sum() / sums[:, 1].sum())
     # the -1 critiques are all right and the +1 ones mostly: the balanced estimate says so, pooling the
     # signs reads little more than the share of positive advantages
     assert accuracy > 0.75 and pooled_over_signs < 0.66
@@ -139,6 +139,10 @@ def test_a_one_sided_channel_has_no_estimate_never_warns_and_keeps_its_strength(
         assert math.isnan(_step(tracker, [1] * 19 + [-1], [1.0, -1.0] * 10)["arew/as/accuracy"])
         stats = _step(tracker, [1] * 18 + [-1, -1], [1.0, -1.0] * 9 + [-1.0, -1.0])
         assert stats["arew/as/accuracy"] == pytest.approx(0.5 * (9 / 18 + 1.0)) and stats["arew/as/positive_share"] == 0.9
+        # the same on the other side: advantages of one sign (a critic that rates every decision up) say nothing
+        stats = _step(tracker, [1, -1] * 10, [1.0] * 20)
+        assert math.isnan(stats["arew/as/accuracy"]) and stats["arew/as/advantage_positive_share"] == 1.0
+        assert stats["arew/as/positive_share"] == 0.5 and stats["arew/as/adaptive_factor"] == 1.0
 
 
 def test_smoothed_estimate_averages_decayed_sums_per_sign_and_small_steps_stay_out():
@@ -155,7 +159,7 @@ def test_smoothed_estimate_averages_decayed_sums_per_sign_and_small_steps_stay_o
 
 def test_warning_once_per_near_chance_spell(caplog):
     tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 3, "chance_band": 0.05})
-    chance, good = ([1, -1], [1.0, 1.0]), ([1, -1], [1.0, -1.0])
+    chance, good = ([1, -1, 1, -1], [1.0, 1.0, -1.0, -1.0]), ([1, -1], [1.0, -1.0])
     with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
         counts = [_step(tracker, *chance)["arew/as/near_chance_steps"] for _ in range(5)]
         assert counts == [1, 2, 3, 4, 5]
@@ -171,6 +175,16 @@ def test_warning_once_per_near_chance_spell(caplog):
     assert tracker.last["arew/bt/near_chance_steps"] == 0
 
 
+def test_the_warm_up_steps_never_count_towards_a_spell(caplog):
+    tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 2, "warmup_steps": 3})
+    chance = ([1, -1, 1, -1], [1.0, 1.0, -1.0, -1.0])
+    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
+        counts = [_step(tracker, *chance, step=step)["arew/as/near_chance_steps"] for step in range(1, 7)]
+    assert counts == [0, 0, 0, 1, 2, 3] and len(caplog.records) == 1  # the spell starts at global step 4
+    message = caplog.records[0].getMessage()
+    assert "no evidence" in message and "cannot see the AS decisions" in message
+
+
 @pytest.mark.parametrize(
     "accuracy, factor", [(None, 1.0), (0.3, 0.0), (0.5, 0.0), (0.55, 0.25), (0.6, 0.5), (0.7, 1.0), (0.9, 1.0)]
 )
@@ -179,12 +193,13 @@ def test_adaptive_factor_rises_linearly_from_chance(accuracy, factor):
 
 
 def _batch():
-    # one trajectory, AS + and - (both right), BT + and - (one right: 0.5 weighted by |a| below)
-    record = make_record([(0, 2), (2, 4), (4, 6), (6, 8)], ["as", "bt", "as", "bt"], [1, 1, -1, -1])
-    mask = torch.ones(1, 8)
-    # per-token advantages; decision means: +1, +0.5 (BT +1 agrees), -1, +0.5 (BT -1 disagrees)
-    advantages = torch.tensor([[0.5, 1.5, 0.0, 1.0, -1.0, -1.0, 1.0, 0.0]])
-    return collect_segments([record], [8]), mask, advantages
+    # one trajectory: AS + and - (both right); BT +, -, +, - of which one of each sign is right
+    spans = [(2 * k, 2 * k + 2) for k in range(6)]
+    record = make_record(spans, ["as", "bt", "as", "bt", "bt", "bt"], [1, 1, -1, -1, 1, -1])
+    mask = torch.ones(1, 12)
+    # per-token advantages; decision means: +1, +0.5 (agrees), -1, +0.5 (disagrees), -0.5 (disagrees), -0.5 (agrees)
+    advantages = torch.tensor([[0.5, 1.5, 0.0, 1.0, -1.0, -1.0, 1.0, 0.0, -0.5, -0.5, -1.0, 0.0]])
+    return collect_segments([record], [12]), mask, advantages
 
 
 @pytest.mark.parametrize("grouping", ["pooled", "separate"])
@@ -197,9 +212,9 @@ def test_reweight_scales_each_channels_coefficients_by_its_factor(grouping):
     scaled = reweight(advantages, mask, segments, adaptive, step=1, quality=tracker)
     stats = scaled.stats
     assert stats["arew/as/accuracy"] == 1.0 and stats["arew/bt/accuracy"] == 0.5
-    assert stats["arew/accuracy"] == pytest.approx(2.5 / 3.0)  # |a| mass: 1 + 0.5 + 1 agrees of 3
-    if grouping == "pooled":  # one P/N set: both channels get the pooled accuracy's factor, (2.5/3 - 0.5) / 0.4
-        expected = (5 / 6, 5 / 6)
+    assert stats["arew/accuracy"] == pytest.approx(0.75)  # +1: 1.5 of 2 agrees, -1: 1.5 of 2
+    if grouping == "pooled":  # one P/N set: both channels get the pooled accuracy's factor, (0.75 - 0.5) / 0.4
+        expected = (0.625, 0.625)
     else:
         expected = (1.0, 0.0)  # AS accurate, BT at chance
     assert (stats["arew/as/adaptive_factor"], stats["arew/bt/adaptive_factor"]) == pytest.approx(expected)
@@ -273,7 +288,7 @@ def test_increment_scores_each_decision_against_its_own_share_of_the_advantage()
     # a single +1: one-sided, no estimate
     assert math.isnan(stats["arew/bt/accuracy"]) and stats["arew/bt/accuracy_decisions"] == 1
     outcome = reweight(advantages, mask, segments, parse_config({}), 1, _tracker()).stats  # span means, all > 0
-    assert outcome["arew/as/accuracy"] == pytest.approx(0.5 * (1.0 + 0.0))  # the +1 agrees, both -1 disagree
+    assert math.isnan(outcome["arew/as/accuracy"]) and outcome["arew/as/advantage_positive_share"] == 1.0  # nothing to compare
 
 
 @pytest.mark.parametrize(
@@ -286,6 +301,7 @@ def test_increment_scores_each_decision_against_its_own_share_of_the_advantage()
         ({"quality": {"warn_after_steps": 0}}, "algorithm.arew.quality.warn_after_steps"),
         ({"quality": {"min_decisions": 1.5}}, "algorithm.arew.quality.min_decisions"),
         ({"quality": {"min_class_share": 0.6}}, "algorithm.arew.quality.min_class_share"),
+        ({"quality": {"warmup_steps": -1}}, "algorithm.arew.quality.warmup_steps"),
         ({"quality": {"window": 3}}, "algorithm.arew.quality.window"),
         ({"adaptive": {"enabled": "yes"}}, "algorithm.arew.adaptive.enabled"),
         ({"adaptive": {"full_at": 1.2}}, "algorithm.arew.adaptive.full_at"),

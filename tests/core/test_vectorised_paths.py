@@ -258,8 +258,7 @@ def test_quality_gating_equals_the_reference_over_steps(
         assert torch.equal(result.tensor, _tensor(expected.rows, base)), step
         assert torch.equal(result.coefficients, torch.tensor(flat(expected.coefficients), dtype=torch.float64)), step
         for name in (*CHANNELS, ref.POOLED):
-            tracked = tracker.states[name]
-            assert [list(sign) for sign in zip(tracked.agree, tracked.total, tracked.count)] == state.sums[name], (step, name)
+            assert tracker.states[name].sums.tolist() == state.sums[name], (step, name)
         assert tracker.factors() == tuple(state.factors()[name] for name in CHANNELS)
         per_sign = ref.accuracy_sums(batch, expected.labels, _estimates(direction, batch, base))["as"]
         assert result.stats["arew/as/accuracy_decisions"] == per_sign[0][2] + per_sign[1][2]

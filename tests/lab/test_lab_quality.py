@@ -30,9 +30,10 @@ def test_runs_log_accuracy_and_the_factor_the_rule_gives():
     adaptive = train_run(config, with_overrides("ppo-as+bt-adaptive", {"adaptive": {"warmup_steps": 0}}), 0)
     vanilla = train_run(config, parse_variant("ppo-vanilla"), 0)
     for row in adaptive.log:
-        for ch in ("as", "bt"):  # GAE advantages: every step is scored, unless the channel has one sign only
-            accuracy, share = row[f"{ch}_accuracy"], row[f"{ch}_positive_share"]
-            assert 0 <= accuracy <= 1 or (math.isnan(accuracy) and min(share, 1 - share) < 0.05), (ch, row)
+        for ch in ("as", "bt"):  # every step is scored, unless the critiques or the advantages have one sign only
+            accuracy = row[f"{ch}_accuracy"]
+            shares = (row[f"{ch}_positive_share"], row[f"{ch}_advantage_positive_share"])
+            assert 0 <= accuracy <= 1 or (math.isnan(accuracy) and min(min(s, 1 - s) for s in shares) < 0.05), (ch, row)
         assert row["as_adaptive_factor"] == row["bt_adaptive_factor"]  # pooled: one factor
         assert 0 <= row["as_adaptive_factor"] <= 1
     assert all(math.isnan(row["as_accuracy"]) and math.isnan(row["as_adaptive_factor"]) for row in vanilla.log)

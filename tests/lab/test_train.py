@@ -148,12 +148,13 @@ def test_tiny_run_is_deterministic_given_its_seed():
     assert strip(first.log) != strip(other.log)
     assert [list(row) for row in first.log] == [list(LOG_COLUMNS)] * 3
     assert list(first.final) == list(FINAL_COLUMNS)
-    # every number is finite but the accuracy of a one-sided channel (NaN, with its +1 share at 0 or 1)
+    # every number is finite but the accuracy of a one-sided channel (NaN: its critiques' or its advantages'
+    # +1 share at 0 or 1)
     for row in first.log:
         for key, value in row.items():
             if key.endswith("_accuracy") and math.isnan(value):
-                share = row[key.replace("accuracy", "positive_share")]
-                assert min(share, 1 - share) < 0.05, (key, row)
+                shares = (row[key.replace("accuracy", "positive_share")], row[key.replace("accuracy", "advantage_positive_share")])
+                assert min(min(s, 1 - s) for s in shares) < 0.05, (key, row)
             elif not key.endswith("outcome_constant_share"):
                 assert np.isfinite(value), (key, row)
     assert all(row["as_outcome_constant_share"] is None for row in first.log)  # PPO: no groups, no SynAct monitor
