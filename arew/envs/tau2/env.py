@@ -26,14 +26,17 @@ end: turns used up without a valid ``<answer>``, or a truncated episode; tau2's 
 
 **Which calls reach tau2.** A call is executed and recorded only if it parses, names one of
 the caller's tools, gives every required argument and no unknown one, and its values have the
-parameters' types (tau2's own pydantic model of the tool; values are passed on unchanged).
-The last two checks are this project's: tau2 compares an expected action only on the
-arguments the call supplied, so ``refuel_data`` with no arguments (an error at run time) would
-match the expected ``refuel_data(...)``; and tau2's tools do not check types, so
-``set_apn_settings(apn_settings=true)`` stores a bool as the APN settings and every later
-device check crashes. Such calls are rejected before they reach tau2. The customer's calls
-pass the same checks. Calls that reach tau2 and fail (``ToolMessage.error``) are recorded, as
-tau2 records them.
+parameters' types, strictly, as JSON values (tau2's own pydantic model of the tool in strict
+mode, :func:`arew.envs.tau2.tools.type_problem`: ``true`` or ``"2.0"`` is no number, ``"3"`` or
+``3.0`` no integer; values are passed on unchanged). The last two checks are this project's:
+tau2 compares an expected action only on the arguments the call supplied, so ``refuel_data``
+with no arguments (an error at run time) would match the expected ``refuel_data(...)``; tau2's
+tools do not check types, so ``set_apn_settings(apn_settings=true)`` stores a bool as the APN
+settings and every later device check crashes, and ``refuel_data(gb_amount=true)`` refuels 1
+GB. Such calls are invalid (critique -1 under ``critique_invalid``, a feedback that names the
+argument and the type it needs) and never reach tau2. The customer's calls pass the same
+checks. Calls that reach tau2 and fail (``ToolMessage.error``) are recorded, as tau2 records
+them.
 
 **Critiques** of tool calls and messages: :mod:`arew.envs.tau2.critiques`; **rewards**
 (``official``, ``fractional``, ``auto``): :mod:`arew.envs.tau2.rewards`; the options besides the
@@ -41,7 +44,8 @@ customer's: :class:`~arew.envs.tau2.settings.Tau2Settings`.
 
 **Proxies**: ``as`` per turn is 1 when the step newly matched an expected action or (a
 message) newly brought information, else 0; scalars: ``tool_calls``, ``tool_errors``,
-``invalid``, ``repeats``, ``noop_writes``, ``messages``, ``customer_tool_calls``,
+``invalid``, ``repeats``, ``noop_writes``, ``unneeded_writes`` (the agent's writes and the writes
+its messages asked for that match no expected action), ``messages``, ``customer_tool_calls``,
 ``info_reveals``, ``expected_actions`` / ``expected_actions_matched`` /
 ``expected_actions_share``, ``assistant_repairs`` / ``user_repairs`` (expected actions whose
 requestor is the assistant / the user that were matched; in dual control the user side is
@@ -66,6 +70,7 @@ from arew.envs.options import Option
 from arew.envs.tau2 import DUAL, SOLO, prompts
 from arew.envs.tau2 import tools as tool_text
 from arew.envs.tau2.critiques import (
+    diagnostic_reads,
     identity_items,
     invalid_critique,
     message_critique,
@@ -82,6 +87,7 @@ from arew.envs.tau2.customer import (
     check_customer_options,
     make_customer,
 )
+from arew.envs.tau2.customer.offline import goal_of, requested_tools
 from arew.envs.tau2.rewards import FinalState, fractional_reward, official_reward
 from arew.envs.tau2.runtime import (
     AssistantMessage,
@@ -100,6 +106,18 @@ MAX_TURNS = {SOLO: 30, DUAL: 22}
 STOP_TOKENS = {STOP: "customer_stop", TRANSFER: "customer_transfer", OUT_OF_SCOPE: "customer_out_of_scope"}
 TERMINATIONS = ("agent_stop", "customer_stop", "customer_transfer", "customer_out_of_scope", "max_turns")
 AGENT_STOP_TOKEN = STOP  # tau2 records the agent's stop with the same token
+# the episode's counts, proxies of the same names
+COUNTERS = (
+    "tool_calls",
+    "tool_errors",
+    "invalid",
+    "repeats",
+    "noop_writes",
+    "unneeded_writes",
+    "messages",
+    "customer_tool_calls",
+    "info_reveals",
+)
 
 
 class EpisodeDevice:
@@ -120,12 +138,13 @@ class Tau2Env(ActiveReasoningEnv):
         "reward": Option(str, "official (tau2's), fractional (mean of checks met), auto (the row's: train fractional, else official)", choices=REWARDS),
         "max_turns": Option(int, "action turns before the final <answer> (null: solo 30, dual 22)", low=1, high=200, nullable=True),
         "tool_output_chars": Option(int, "tool output shown to the agent is cut after this many characters", low=50),
-        "critique_invalid": Option(bool, "-1 for a malformed call, an unknown tool, bad argument names or an invalid message"),
+        "critique_invalid": Option(bool, "-1 for a malformed call, an unknown tool, bad argument names, ill-typed arguments or an invalid message"),
         "critique_tool_error": Option(bool, "-1 for a call the tool rejected (ToolMessage.error)"),
         "critique_repeat": Option(bool, "-1 for a call repeated from the same state, or a message repeated without news"),
         "critique_noop_write": Option(bool, "-1 for a WRITE tool that changed nothing"),
+        "critique_unneeded_write": Option(bool, "-1 for a WRITE that changed something and matches no expected action, or a message that asked the customer for a write matching none"),
         "critique_expected_action": Option(bool, "+1 for a call that newly matches an expected action"),
-        "critique_information": Option(bool, "+1 for a message whose reply newly brings identity or diagnostic information or a repair"),
+        "critique_information": Option(bool, "+1 for a message whose reply newly brings identity, or a diagnostic reading or a repair it asked for"),
         **CUSTOMER_OPTIONS,
     }
     # the options' defaults: those of the settings and of the customer, which the options go to
@@ -175,6 +194,9 @@ class Tau2Env(ActiveReasoningEnv):
         self._expected = list(criteria.actions or []) if criteria is not None else []
         self._matched = [False] * len(self._expected)
         self._identity = identity_items(getattr(task.user_scenario.instructions, "known_info", None))
+        goal = goal_of(task)
+        self._goal_tool = goal[0] if goal else None
+        self._diagnostic = diagnostic_reads([a.name for a in self._expected], self._goal_tool)
         self._state = self._hash()
         self._messages: list[Any] = []
         self._turn = 0
@@ -187,9 +209,7 @@ class Tau2Env(ActiveReasoningEnv):
         self._reply_events: list[dict[str, Any]] | None = None
         self._ids = 0
         self._as: list[int] = []
-        self._counts = dict.fromkeys(
-            ("tool_calls", "tool_errors", "invalid", "repeats", "noop_writes", "messages", "customer_tool_calls", "info_reveals"), 0
-        )
+        self._counts = dict.fromkeys(COUNTERS, 0)
 
     @classmethod
     def check_option_values(cls, options: dict[str, Any], prefix: str) -> None:
@@ -262,14 +282,16 @@ class Tau2Env(ActiveReasoningEnv):
         self._counts["invalid"] += 1
         return self._step(prompts.invalid(reason), invalid_critique(self.settings), 0, valid=False, kind="invalid", rule=rule, error=reason)
 
-    def _match(self, call: ToolCall) -> list[int]:
-        new = []
+    def _match(self, call: ToolCall) -> tuple[list[int], bool]:
+        """(the expected actions the call newly matches, whether it matches any expected action)."""
+        new, matches = [], False
         for i, action in enumerate(self._expected):
             if action.compare_with_tool_call(call):
+                matches = True
                 if not self._matched[i]:
                     new.append(i)
                 self._matched[i] = True
-        return new
+        return new, matches
 
     async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
         self._open_turn()
@@ -295,7 +317,8 @@ class Tau2Env(ActiveReasoningEnv):
         spec = self._tools.get(request.name)
         if spec is None:
             return self._invalid(self._unknown_tool(request.name), "unknown_tool")
-        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted) or spec.type_error(request.arguments)
+        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted)
+        problem = problem or tool_text.type_problem(spec.name, spec.model, request.arguments)
         if problem:
             return self._invalid(problem, "bad_arguments")
         before = self._state
@@ -307,13 +330,20 @@ class Tau2Env(ActiveReasoningEnv):
         self._messages += [AssistantMessage(role="assistant", tool_calls=[call]), result]
         self._state = self._hash()
         noop = spec.kind == "write" and not result.error and self._state == before
-        new = self._match(call)
+        new, expected = self._match(call)
+        unneeded = spec.kind == "write" and not result.error and not noop and not expected
         self._counts["tool_calls"] += 1
         self._counts["tool_errors"] += int(result.error)
         self._counts["repeats"] += int(repeat)
         self._counts["noop_writes"] += int(noop)
+        self._counts["unneeded_writes"] += int(unneeded)
         critique, rule = tool_call_critique(
-            self.settings, tool_error=bool(result.error), repeat=repeat, new_action=bool(new), noop_write=noop
+            self.settings,
+            tool_error=bool(result.error),
+            repeat=repeat,
+            new_action=bool(new),
+            noop_write=noop,
+            unneeded_write=unneeded,
         )
         shown = tool_text.show_output(result.content, self.settings.tool_output_chars)
         return self._step(
@@ -326,6 +356,7 @@ class Tau2Env(ActiveReasoningEnv):
             tool_error=bool(result.error),
             repeat=repeat,
             noop_write=noop,
+            unneeded_write=unneeded,
             new_actions=[self._expected[i].action_id for i in new],
         )
 
@@ -338,19 +369,28 @@ class Tau2Env(ActiveReasoningEnv):
             return DeviceResult(f"Error: {str(name)[:64]!r} is not a tool of the phone", True)
         if not isinstance(arguments, dict):
             return DeviceResult("Error: the arguments must be an object", True)
-        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted) or spec.type_error(arguments)
+        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted)
+        problem = problem or tool_text.type_problem(spec.name, spec.model, arguments)
         if problem:
             return DeviceResult(f"Error: {problem}", True)
         call = ToolCall(id=self._next_id(), name=spec.name, arguments=dict(arguments), requestor="user")
         result = self.env.get_response(call)
         self._messages += [UserMessage(role="user", tool_calls=[call]), result]
         self._state = self._hash()
-        new = self._match(call)
+        new, expected = self._match(call)
         output = (spec.name, result.content or "")
         reading = spec.kind == "read" and not result.error and output not in self._seen_outputs
         self._seen_outputs.add(output)
         self._counts["customer_tool_calls"] += 1
-        self._reply_events.append({"tool": spec.name, "error": bool(result.error), "new_reading": reading, "new_actions": new})
+        self._reply_events.append(
+            {
+                "tool": spec.name,
+                "error": bool(result.error),
+                "new_reading": reading,
+                "new_actions": new,
+                "unneeded": spec.kind == "write" and not expected,
+            }
+        )
         return DeviceResult(result.content or "", bool(result.error))
 
     async def _message_step(self, text: str) -> StepResult:
@@ -370,12 +410,16 @@ class Tau2Env(ActiveReasoningEnv):
         self._messages.append(UserMessage(role="user", content=content))
         identity = revealed_items(self._identity, reply) - self._revealed
         self._revealed |= identity
-        readings = [e["tool"] for e in events if e["new_reading"]]
-        repairs = [self._expected[i].action_id for e in events for i in e["new_actions"]]
+        asked = requested_tools(text, self._goal_tool)  # only the calls the message asked for are its doing
+        diagnostic = [e for e in events if e["new_reading"] and e["tool"] in self._diagnostic]
+        readings = [e["tool"] for e in diagnostic if e["tool"] in asked]
+        repairs = [self._expected[i].action_id for e in events if e["tool"] in asked for i in e["new_actions"]]
+        unneeded = [e["tool"] for e in events if e["unneeded"] and e["tool"] in asked]
         news = bool(identity or readings or repairs)
         self._counts["repeats"] += int(repeat)
         self._counts["info_reveals"] += int(news)
-        critique, rule = message_critique(self.settings, news=news, repeat=repeat)
+        self._counts["unneeded_writes"] += len(unneeded)
+        critique, rule = message_critique(self.settings, news=news, repeat=repeat, unneeded_write=bool(unneeded))
         if stop:
             self._finish(STOP_TOKENS[stop])
         return self._step(
@@ -389,6 +433,8 @@ class Tau2Env(ActiveReasoningEnv):
             customer_source=getattr(turn, "source", None),
             customer_stop=stop,
             customer_tools=[e["tool"] for e in events],
+            requested_tools=sorted(asked),
+            unneeded_writes=unneeded,
             new_identity=sorted(identity),
             new_readings=readings,
             new_actions=repairs,

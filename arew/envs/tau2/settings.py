@@ -14,7 +14,24 @@ REWARDS = ("auto", "official", "fractional")
 class Tau2Settings:
     """``reward``: which reward (:mod:`arew.envs.tau2.rewards`); ``max_turns``: None for the mode's
     default; ``tool_output_chars``: the tool output shown to the agent is cut there; each
-    ``critique_*`` switches one rule of :mod:`arew.envs.tau2.critiques` on or off."""
+    ``critique_*`` switches one rule of :mod:`arew.envs.tau2.critiques` on or off:
+
+    - ``critique_invalid``: -1 for a malformed call, an unknown tool, bad argument names,
+      ill-typed arguments (strict JSON types) or an invalid message;
+    - ``critique_tool_error``: -1 for a call the tool rejected (``ToolMessage.error``);
+    - ``critique_repeat``: -1 for a call repeated from the same state, or a message repeated
+      without news;
+    - ``critique_noop_write``: -1 for a WRITE tool call that changed nothing;
+    - ``critique_unneeded_write``: -1 for a WRITE tool call that changed something and matches
+      no expected action of the task, and for a message that led the customer to a write (one
+      the message asked for) that matches no expected action, whatever else it brought: asking
+      for repairs without diagnosing does not pay;
+    - ``critique_expected_action``: +1 for a call that newly matches an expected action;
+    - ``critique_information``: +1 for a message whose reply newly brings identity, or, among
+      the phone calls the message asked for, a reading new in the episode that bears on the
+      task (:func:`~arew.envs.tau2.critiques.diagnostic_reads`) or a repair (a newly matched
+      expected user-side action).
+    """
 
     reward: str = "auto"
     max_turns: int | None = None
@@ -23,6 +40,7 @@ class Tau2Settings:
     critique_tool_error: bool = True
     critique_repeat: bool = True
     critique_noop_write: bool = True
+    critique_unneeded_write: bool = True
     critique_expected_action: bool = True
     critique_information: bool = True
 

@@ -11,7 +11,12 @@ NaN or infinite numbers, a name that is not a non-empty string of at most
 other key. :func:`parse_tool_call` never raises.
 
 Whether the named tool exists and takes those arguments is checked by the environment
-(:meth:`check_arguments` here gives the reason), not by the parser.
+(:func:`check_arguments` and :func:`type_problem` here give the reason), not by the parser.
+Argument types are checked strictly, as JSON values against tau2's own parameter model (pydantic's
+strict mode on the JSON text): a string, a boolean or null is no number (``"2.0"``, ``true``), a
+number with a fraction part or written with one is no integer (``3.0``), a number is no string,
+and an object must be an object; an integer is a number. tau2's tools do not check types, and
+pydantic's lax mode, which tau2 would use, takes ``true`` and ``"2.0"`` as numbers.
 """
 
 from __future__ import annotations
@@ -117,6 +122,62 @@ def check_arguments(name: str, arguments: Mapping[str, Any], required: Iterable[
     if unknown:
         allowed = sorted(accepted) if accepted else "none"
         return f"{name} takes no argument(s) {unknown} (its arguments: {allowed})"
+    return None
+
+
+# what pydantic's strict-mode error types mean, for the agent
+_EXPECTED = {
+    "float_type": "a number",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "dict_type": "a JSON object",
+    "model_type": "a JSON object",
+    "model_attributes_type": "a JSON object",
+    "list_type": "a JSON array",
+    "none_required": "null",
+}
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__
+
+
+def type_problem(name: str, model: Any, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not have the types of the tool's parameters (``model``: tau2's pydantic model of
+    them; None checks nothing), or None. Strict: see the module docstring. Never raises."""
+    if model is None:
+        return None
+    try:
+        body = json.dumps(dict(arguments), allow_nan=False)
+    except (TypeError, ValueError):
+        return f"{name}: the arguments must be JSON values (strings, numbers, true/false, null, arrays, objects)"
+    try:
+        model.model_validate_json(body, strict=True)
+    except Exception as error:  # pydantic's ValidationError, or anything odd
+        try:
+            errors = [e for e in error.errors() if e.get("loc")]  # type: ignore[attr-defined]
+        except Exception:
+            errors = []
+        if not errors:
+            return f"{name}: the arguments have the wrong types ({str(error)[:120]})"
+        loc = [str(p) for p in errors[0]["loc"]]
+        where, value = loc[0], arguments.get(loc[0])
+        # the argument itself has the wrong kind (the first branch of a union that names one: "a string" for an enum or a string)
+        kinds = [_EXPECTED[e["type"]] for e in errors if str(e["loc"][0]) == where and e.get("type") in _EXPECTED]
+        if kinds and (len(loc) == 1 or not isinstance(value, (dict, list))):
+            shown = f" ({json.dumps(value)[:40]})" if isinstance(value, (bool, int, float, str)) else ""
+            return f"{name}: argument {where} must be {kinds[0]}, not {_json_kind(value)}{shown}"
+        return f"{name}: argument {'.'.join(loc)} has the wrong type ({errors[0].get('msg', 'invalid')})"
     return None
 
 

@@ -186,36 +186,46 @@ def test_dual_control_customer_calls_are_recorded_and_rewarded(base_tasks, scrip
         and all(a.requestor == "user" for a in t.evaluation_criteria.actions),
     )
     user_actions = [(a.name, a.arguments) for a in task.evaluation_criteria.actions]
+    assert user_actions[0] == ("toggle_airplane_mode", {})
     customer = scripted(
         [
             ([], "Hi, I'm John Smith, my number is 555-123-2002.", None),
             ([("check_status_bar", {})], "My status bar shows something odd.", None),
-            (user_actions, "Done, all of it.", None),
+            (user_actions[:1], "I switched airplane mode, just in case.", None),  # on its own initiative
+            (user_actions[1:], "Done, all of it.", None),
             ([], "Thanks, bye!", "###STOP###"),
         ]
     )
     env = Tau2Env(task, "dual", settings=Tau2Settings(reward="official"), customer=customer)
+    repairs = (
+        "Please set your network mode to 4G/5G preferred, toggle Wi-Fi calling, give the messaging app the storage permission"
+        " and reseat your SIM card."
+    )
 
     async def play():
         return [
             await env.act(say("Hello, how can I help?")),
             await env.act(say("What does your status bar show?")),
             await env.act(call("toggle_airplane_mode")),  # a phone tool: the agent's is unknown
-            await env.act(say("Please do the following steps.")),
-            await env.act(say("Please do the following steps.")),
+            await env.act(say("Thanks, let me think about it.")),
+            await env.act(say(repairs)),
+            await env.act(say(repairs)),
         ]
 
-    hello, status, phone_tool, repair, goodbye = run(play())
+    hello, status, phone_tool, unasked, repair, goodbye = run(play())
     assert hello.critique == 1 and hello.info["new_identity"] and "John Smith" in hello.feedback
     assert status.critique == 1 and status.info["new_readings"] == ["check_status_bar"]
     assert "Status Bar" not in status.feedback  # the customer's tool output is hidden from the agent
     assert phone_tool.critique == -1 and "customer's phone" in phone_tool.feedback
-    assert repair.critique == 1 and repair.info["new_actions"]
+    # a repair the message did not ask for counts for tau2 but earns the message nothing
+    assert unasked.critique == 0 and unasked.info["new_actions"] == []
+    assert unasked.info["customer_tools"] == ["toggle_airplane_mode"]
+    assert repair.critique == 1 and len(repair.info["new_actions"]) == 4
     assert goodbye.done and goodbye.critique == -1 and goodbye.info["customer_stop"] == "###STOP###"
     assert env.termination == "customer_stop" and env.official_reward() == 1.0
     proxies = env.proxies()
     assert proxies["user_repairs_share"] == 1.0 and proxies["customer_tool_calls"] == 1 + len(user_actions)
-    assert proxies["ended_customer_stop"] == 1.0 and proxies["messages"] == 4
+    assert proxies["ended_customer_stop"] == 1.0 and proxies["messages"] == 5
     run_ = env.simulation_run()
     user_calls = [m for m in run_.messages if m.role == "user" and m.tool_calls]
     assert [m.tool_calls[0].requestor for m in user_calls] == ["user"] * (1 + len(user_actions))

@@ -22,6 +22,7 @@ from arew.envs.tau2.tools import (
     parse_tool_call,
     render_tools,
     show_output,
+    type_problem,
 )
 
 
@@ -141,3 +142,135 @@ def test_solo_rounds_never_raise(task, turns):
         assert step.critique in (-1, 0, 1) and isinstance(step.feedback, str)
     env.answer(turns[-1])
     assert 0.0 <= env.reward() <= 1.0 and env.proxies()["turns"] == len(turns)
+
+
+# ---- strict argument types ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name, arguments, reason",
+    [
+        (
+            "refuel_data",
+            {"customer_id": "C1001", "line_id": "L1002", "gb_amount": True},
+            "gb_amount must be a number, not a boolean (true)",
+        ),
+        (
+            "refuel_data",
+            {"customer_id": "C1001", "line_id": "L1002", "gb_amount": "2.0"},
+            'gb_amount must be a number, not a string ("2.0")',
+        ),
+        (
+            "refuel_data",
+            {"customer_id": "C1001", "line_id": "L1002", "gb_amount": None},
+            "gb_amount must be a number, not null",
+        ),
+        (
+            "get_bills_for_customer",
+            {"customer_id": "C1001", "limit": "3"},
+            'limit must be an integer, not a string ("3")',
+        ),
+        (
+            "get_bills_for_customer",
+            {"customer_id": "C1001", "limit": 3.0},
+            "limit must be an integer, not a number (3.0)",
+        ),
+        (
+            "get_bills_for_customer",
+            {"customer_id": "C1001", "limit": False},
+            "limit must be an integer, not a boolean (false)",
+        ),
+        ("get_customer_by_id", {"customer_id": 1001}, "customer_id must be a string, not a number (1001)"),
+        ("get_customer_by_id", {"customer_id": ["C1001"]}, "customer_id must be a string, not an array"),
+        ("set_apn_settings", {"apn_settings": True}, "apn_settings must be a JSON object, not a boolean (true)"),
+        (
+            "grant_app_permission",
+            {"app_name": "messaging", "permission": {"sms": True}},
+            "permission must be a string, not an object",
+        ),
+    ],
+)
+def test_ill_typed_arguments_are_named(name, arguments, reason):
+    spec = {**runtime().agent_tools, **runtime().user_tools}[name]
+    assert type_problem(name, spec.model, arguments) == f"{name}: argument {reason}"
+
+
+@pytest.mark.parametrize(
+    "name, arguments",
+    [
+        ("refuel_data", {"customer_id": "C1001", "line_id": "L1002", "gb_amount": 2}),  # an integer is a number
+        ("refuel_data", {"customer_id": "C1001", "line_id": "L1002", "gb_amount": 2.5}),
+        ("get_bills_for_customer", {"customer_id": "C1001", "limit": 3}),
+        ("set_network_mode_preference", {"mode": "4g_5g_preferred"}),
+        ("set_apn_settings", {"apn_settings": {"apn_name": "internet"}}),
+        ("check_status_bar", {}),
+    ],
+)
+def test_well_typed_arguments_pass(name, arguments):
+    spec = {**runtime().agent_tools, **runtime().user_tools}[name]
+    assert type_problem(name, spec.model, arguments) is None
+
+
+def test_type_problem_never_raises_on_odd_values():
+    spec = runtime().agent_tools["refuel_data"]
+    assert "JSON values" in type_problem("refuel_data", spec.model, {"gb_amount": float("nan")})
+    assert "JSON values" in type_problem("refuel_data", spec.model, {"gb_amount": object()})
+    assert type_problem("anything", None, {"x": object()}) is None
+
+
+@pytest.mark.parametrize("gb_amount", [True, "2.0", "2", None, [2.0]])
+def test_ill_typed_calls_are_invalid_and_never_reach_tau2(task_with_refuel, gb_amount):
+    """README and docs/guides/tau2.md: ill-typed calls are rejected before they reach tau2 (critique -1)."""
+    expected = next(a for a in task_with_refuel.evaluation_criteria.actions if a.name == "refuel_data")
+    env = Tau2Env(task_with_refuel, "solo", settings=Tau2Settings(reward="official"))
+    text = (
+        "<interact>"
+        + json.dumps({"name": "refuel_data", "arguments": {**expected.arguments, "gb_amount": gb_amount}})
+        + "</interact>"
+    )
+    step = asyncio.run(env.act(text))
+    assert step.critique == -1 and not step.valid and step.info["rule"] == "bad_arguments"
+    assert "gb_amount must be a number" in step.feedback
+    assert env.simulation_run().messages == [] and not any(env._matched)  # tau2 never saw it
+    off = Tau2Env(task_with_refuel, "solo", settings=Tau2Settings(critique_invalid=False))
+    assert asyncio.run(off.act(text)).critique == 0
+    good = asyncio.run(env.act(text.replace(json.dumps(gb_amount), "2")))  # the same call with a number: +1
+    assert good.valid and good.critique == 1 and good.info["new_actions"]
+
+
+def test_the_customer_s_ill_typed_calls_are_device_errors(task):
+    env = Tau2Env(
+        task,
+        "dual",
+        customer=_Scripted(
+            [
+                ("set_network_mode_preference", {"mode": 4}),
+                ("grant_app_permission", {"app_name": True, "permission": "sms"}),
+            ]
+        ),
+    )
+    asyncio.run(env.act("<interact>Hello!</interact>"))
+    assert [r.error for r in env.customer.results] == [True, True]
+    assert "mode must be a string" in env.customer.results[0].content
+    assert not any(m.role == "user" and m.tool_calls for m in env.simulation_run().messages)
+
+
+class _Scripted:
+    """A customer that makes the given phone calls in its first reply."""
+
+    def __init__(self, calls):
+        self.calls, self.results = calls, []
+
+    async def reply(self, message, device):
+        from arew.envs.tau2.customer import CustomerTurn
+
+        self.results = [device.call(name, arguments) for name, arguments in self.calls]
+        return CustomerTurn("Okay.", None, "offline")
+
+
+@pytest.fixture(scope="module")
+def task_with_refuel(telecom):
+    tasks, named = telecom
+    return next(
+        tasks[i]
+        for i in named["base"]
+        if any(a.name == "refuel_data" for a in tasks[i].evaluation_criteria.actions or [])
+    )
