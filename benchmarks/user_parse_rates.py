@@ -1,7 +1,8 @@
-"""Parse and fallback rates of the LLM-backed simulated users against a real model served by vLLM.
+"""Parse and fallback rates of the LLM-backed simulated users against a real model served by vLLM,
+and how often the offline users do or reveal the same as the LLM ones on the same messages.
 
     python benchmarks/user_parse_rates.py [--requests 40] [--clients mediq,flodial,tau2]
-        [--endpoint URL --model NAME] [--mediq FILE.jsonl] [--flodial FOLDER] [--user-max-tokens N]
+        [--endpoint URL --model NAME] [--mediq FILE.jsonl] [--flodial FOLDER] [--user-max-tokens N] [--publish]
 
 Three clients, each through its own code path, not a copy of it:
 
@@ -35,22 +36,37 @@ customer, and stops it at the end; startup takes about a minute.
 Per client: requests (replies asked for), parsed (replies taken from the model), parse failures
 (model replies the client's parser rejected), fallbacks (replies not taken from the model: parse
 failures, and requests that got no reply), their rates, and up to ``--examples`` raw replies of
-each failure kind. For the users, the share of parsed replies that pick what the offline
-lexical user picks is printed as a rough sense check (low agreement is expected from a 135M
-model; it is not a quality score). Temperatures, ``max_tokens`` and prompts are the clients'
-defaults; only the timeout is longer (``--timeout``), since a CPU server queues requests.
-Everything runs at temperature 0 (repeated runs gave identical tables);
-``--dump FILE`` keeps each request's raw reply and outcome (JSONL).
+each failure kind. Temperatures, ``max_tokens`` and prompts are the clients' defaults; only the
+timeout is longer (``--timeout``), since a CPU server queues requests. Everything runs at
+temperature 0 (repeated runs gave identical tables); ``--dump FILE`` keeps each request's raw
+reply, outcome and the offline counterpart's answer (JSONL).
+
+Agreement with the offline counterpart: every request is also put to the offline user in the same
+state, and each reply the model gave (a parsed one: a fallback *is* the offline reply) is compared
+with it by :func:`compare`, both taken as sets: MediQ, the facts revealed (the
+:class:`~arew.envs.users.OfflineUser` on the same ``FactRequest``); FloDial, the row answered (on the
+same ``RowRequest``; none for NONE); tau2, the turn's actions (:func:`turn_actions`): the device
+calls that reached the phone, by name and arguments (order and repeats aside), and the stop token.
+For tau2 the offline customer answering is a copy of the one the LLM customer keeps in step
+(``OfflineCustomer.observe`` replays the LLM's calls into it each turn), run on a copy of the
+episode (:func:`offline_counterpart`), so its calls change nothing the LLM customer sees. The
+outcomes: the same (the same non-empty set, or both nothing: "cannot answer", NONE, a turn with no
+call and no stop), partly the same (one a part of the other, or overlapping), only one side
+revealing or acting, or nothing shared; and for tau2 whether the stop token is the same.
+``--publish`` writes the table into docs/reference/benchmarks.md between its
+``<!-- bench:user-agreement:start -->`` and ``:end -->`` markers.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -58,6 +74,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,9 +85,13 @@ from arew.envs.flodial.data import gold_faults
 from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
 from arew.envs.mediq.data import normalize_case, read_source
 from arew.envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest
+from arew.markdown_blocks import replace_block
 
 MAX_FACTS = 2
 SERVED_NAME = "smollm2-135m-instruct"
+CLIENTS = ("mediq", "flodial", "tau2")
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
+MARKER = "bench:user-agreement"
 
 # ---- synthetic data, in the public files' formats ------------------------------------------------
 MEDIQ_CASES = [
@@ -274,6 +295,60 @@ def _is_tool_turn(turn: str) -> bool:
     return turn.removeprefix("<interact>").lstrip().startswith("{")
 
 
+# ---- agreement with the offline counterpart -------------------------------------------------------
+SAME, NOTHING, LLM_PART, OFFLINE_PART, OVERLAP, OFFLINE_ONLY, LLM_ONLY, DISJOINT = OUTCOMES = (
+    "same", "both nothing", "LLM's a part of offline's", "offline's a part of LLM's", "overlap",
+    "only offline", "only LLM", "nothing shared",
+)  # fmt: skip
+AGREE = (SAME, NOTHING)
+PARTLY = (LLM_PART, OFFLINE_PART, OVERLAP)
+
+
+def compare(llm: Iterable, offline: Iterable) -> str:
+    """How the LLM's reply relates to the offline one, each as the set of what it reveals or does (one of :data:`OUTCOMES`)."""
+    mine, theirs = set(llm), set(offline)
+    if mine == theirs:
+        return SAME if mine else NOTHING
+    if not mine:
+        return OFFLINE_ONLY
+    if not theirs:
+        return LLM_ONLY
+    if mine < theirs:
+        return LLM_PART
+    if theirs < mine:
+        return OFFLINE_PART
+    return OVERLAP if mine & theirs else DISJOINT
+
+
+def turn_actions(calls: Iterable[tuple[str, object]], stop: str | None) -> frozenset[str]:
+    """A customer turn's actions: its device calls as ``name(arguments as sorted JSON)``, and its stop token if any."""
+    actions = {f"{name}({json.dumps(arguments, sort_keys=True, default=str)})" for name, arguments in calls}
+    return frozenset(actions | ({stop} if stop else set()))
+
+
+class RecordingDevice:
+    """A device that keeps every call that reaches it, as (name, arguments), and passes it on."""
+
+    def __init__(self, device) -> None:
+        self.device = device
+        self.user_tools = getattr(device, "user_tools", None) or []
+        self.calls: list[tuple[str, object]] = []
+
+    def call(self, name: str, arguments: dict):
+        self.calls.append((name, dict(arguments) if isinstance(arguments, dict) else arguments))
+        return self.device.call(name, arguments)
+
+
+def offline_counterpart(customer, message: str, device) -> tuple[list, str | None, str]:
+    """(device calls, stop, text) of the offline customer's reply to ``message`` in the LLM customer's
+    state: a copy of its offline customer (kept in step with the conversation) on a copy of the
+    episode behind ``device`` (the customer left out of the copy); the originals are untouched."""
+    twin = copy.deepcopy(customer.offline)
+    phone = RecordingDevice(copy.deepcopy(device, {id(customer): None}))
+    turn = twin.respond(message, phone)
+    return phone.calls, turn.stop, turn.text
+
+
 # ---- measuring ----------------------------------------------------------------------------------
 @dataclass
 class Tally:
@@ -281,7 +356,9 @@ class Tally:
     parsed: int = 0
     parse_failures: int = 0
     fallbacks: int = 0
-    agree: int = 0
+    agreement: Counter = field(default_factory=Counter)  # per parsed reply: its outcome against the offline reply
+    same_stop: int = 0  # tau2: parsed replies with the offline reply's stop token (or both none)
+    twin_checks: list[int] = field(default_factory=lambda: [0, 0])  # tau2: fallback turns, those equal to the counterpart's reply
     http_requests: int = 0
     seconds: float = 0.0
     completion_tokens: list[int] = field(default_factory=list)
@@ -294,6 +371,10 @@ class Tally:
     def fail(self, kind: str, raw: str) -> None:
         self.kinds[kind] += 1
         self.failures[kind].append(raw)
+
+    @property
+    def agree(self) -> int:
+        return sum(self.agreement[o] for o in AGREE)
 
 
 def record(client) -> list:
@@ -339,12 +420,15 @@ async def run_users(requests: list, url: str, model: str, args, tally: Tally) ->
         if replies:
             tally.completion_tokens.append(replies[-1].completion_tokens or 0)
             tally.truncated += replies[-1].finish_reason == "length"
-        ids = [i + 1 for i in reply.ids]
-        tally.dump.append({"question": request.question, "raw": raw, "source": reply.source, "ids": ids, "error": reply.error})
+        ids, offline_ids = [i + 1 for i in reply.ids], [i + 1 for i in offline.answer(request)]
+        entry = {"question": request.question, "raw": raw, "source": reply.source, "ids": ids, "error": reply.error}
+        entry["offline_ids"] = offline_ids
+        tally.dump.append(entry)
         if reply.source == "llm":
             tally.parsed += 1
             tally.accepted.append(f"{raw} -> {ids}")
-            tally.agree += reply.ids == offline.answer(request)
+            entry["agreement"] = compare(ids, offline_ids)
+            tally.agreement[entry["agreement"]] += 1
         else:
             tally.fail(kind_of(reply.error), raw if replies else f"(no reply: {reply.error})")
         tally.parse_failures += user.stats.parse_failures
@@ -364,7 +448,7 @@ async def run_customer(scripts: list, url: str, model: str, args, tally: Tally) 
         async with gate:
             env = make_env(info["task"], info, info["seed"], max_turns=60, reward="official", **options)
             replies = record(env.customer.client)
-            answered = record_turns(env.customer)
+            answered = record_turns(env.customer)  # (turn, its device calls, the offline reply's calls, stop and text)
             for turn in turns:
                 if not _is_tool_turn(turn):
                     if budget[0] <= 0:
@@ -374,19 +458,27 @@ async def run_customer(scripts: list, url: str, model: str, args, tally: Tally) 
                 step = await env.act(turn)
                 if len(answered) == heard:  # a tool call of the agent, or a turn the customer never saw
                     continue
-                customer_turn = answered[-1]
+                customer_turn, calls, offline_calls, offline_stop, offline_text = answered[-1]
                 tally.requests += 1
                 mine = replies[before:]
                 tally.completion_tokens += [r.completion_tokens or 0 for r in mine]
                 tally.truncated += sum(r.finish_reason == "length" for r in mine)
                 raw = " | ".join(r.text or f"(tool calls: {[c.name for c in r.tool_calls]})" for r in mine) or "(no reply)"
+                acted, offline_acted = turn_actions(calls, customer_turn.stop), turn_actions(offline_calls, offline_stop)
                 outcome = {"source": customer_turn.source, "text": customer_turn.text, "error": customer_turn.error}
-                tally.dump.append({"task": info.get("task_id"), "agent": turn, "raw": raw, **outcome})
+                offline = {"actions": sorted(acted), "offline_text": offline_text, "offline_actions": sorted(offline_acted)}
+                tally.dump.append({"task": info.get("task_id"), "agent": turn, "raw": raw, **outcome, **offline})
                 if customer_turn.source == "llm":
                     tally.parsed += 1
                     tally.accepted.append(raw)
+                    tally.dump[-1]["agreement"] = compare(acted, offline_acted)
+                    tally.agreement[tally.dump[-1]["agreement"]] += 1
+                    tally.same_stop += customer_turn.stop == offline_stop
                 else:
                     tally.fail(kind_of(customer_turn.error), raw)
+                    # a fallback is the offline customer's own reply, in the same state: the counterpart's must equal it
+                    tally.twin_checks[0] += 1
+                    tally.twin_checks[1] += acted == offline_acted and customer_turn.text == offline_text
                 if step.done:
                     break
             stats = env.customer.stats
@@ -398,13 +490,17 @@ async def run_customer(scripts: list, url: str, model: str, args, tally: Tally) 
 
 
 def record_turns(customer) -> list:
-    """Keep every turn the customer's ``reply`` returns (the call itself is unchanged)."""
+    """Keep every turn the customer's ``reply`` returns, with the device calls it made, and the offline
+    counterpart's reply to the same message in the same state (:func:`offline_counterpart`): tuples
+    (turn, calls, offline calls, offline stop, offline text). The reply itself is unchanged."""
     turns: list = []
     original = customer.reply
 
-    async def reply(*args, **kwargs):
-        turn = await original(*args, **kwargs)
-        turns.append(turn)
+    async def reply(message, device):
+        offline = offline_counterpart(customer, message, device)
+        phone = RecordingDevice(device)
+        turn = await original(message, phone)
+        turns.append((turn, phone.calls, *offline))
         return turn
 
     customer.reply = reply
@@ -456,18 +552,48 @@ def stop_server(server: subprocess.Popen) -> None:
 
 
 # ---- report ---------------------------------------------------------------------------------------
+ENVIRONMENTS = {"mediq": "MediQ patient (facts)", "flodial": "FloDial user (row)", "tau2": "tau2-dual customer (calls, stop)"}
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count} ({count / total:.0%})" if total else str(count)
+
+
+def agreement_table(results: dict[str, Tally]) -> list[str]:
+    """The agreement table: per client, the parse rates and the outcomes of its parsed replies against the offline ones."""
+    lines = [
+        "| environment | requests | parsed | fallbacks | agrees with offline (of parsed) | both nothing | partly the same (LLM's ⊂ offline's) "
+        "| only offline reveals or acts | only LLM | nothing shared | same stop |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, t in results.items():
+        a = t.agreement
+        partly = f"{sum(a[o] for o in PARTLY)} ({a[LLM_PART]})"
+        stop = _share(t.same_stop, t.parsed) if name == "tau2" else "-"
+        lines.append(
+            f"| {ENVIRONMENTS[name]} | {t.requests} | {_share(t.parsed, t.requests)} | {_share(t.fallbacks, t.requests)} "
+            f"| {_share(t.agree, t.parsed)} | {a[NOTHING]} | {partly} | {a[OFFLINE_ONLY]} | {a[LLM_ONLY]} | {a[DISJOINT]} | {stop} |"
+        )
+    return lines
+
+
 def report(results: dict[str, Tally], examples: int, parsed_examples: int) -> None:
     print("| client | requests | parsed | parse failures | fallbacks | parse rate | fallback rate | agrees with offline | HTTP requests | median completion tokens | cut by max_tokens | seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in results.items():
         n = max(t.requests, 1)
-        agree = f"{t.agree}/{t.parsed}" if name != "tau2" else "-"
+        agree = f"{t.agree}/{t.parsed}"
         tokens = sorted(t.completion_tokens)
         median = tokens[len(tokens) // 2] if tokens else 0
         print(
             f"| {name} | {t.requests} | {t.parsed} | {t.parse_failures} | {t.fallbacks} | {t.parsed / n:.0%} | {t.fallbacks / n:.0%} "
             f"| {agree} | {t.http_requests} | {median} | {t.truncated} | {t.seconds:.0f} |"
         )
+    print("\nagreement of the parsed replies with the offline counterpart's, on the same messages:\n")
+    print("\n".join(agreement_table(results)))
+    if "tau2" in results and results["tau2"].twin_checks[0]:
+        checked, equal = results["tau2"].twin_checks
+        print(f"tau2: the offline counterpart's reply equals the fallback's (the offline customer's own) in {equal} of {checked} turns")
     for name, t in results.items():
         if parsed_examples and t.accepted:
             print(f"\n{name}: parsed replies (the first {min(parsed_examples, len(t.accepted))})")
@@ -480,6 +606,25 @@ def report(results: dict[str, Tally], examples: int, parsed_examples: int) -> No
             print(f"- {count} x {kind}")
             for raw in t.failures[kind][:examples]:
                 print(f"    {json.dumps(raw[:240])}")
+
+
+def published(results: dict[str, Tally], args, model: str) -> str:
+    """The block for the docs page: the agreement table under a line naming the model, the data and the command."""
+    command = ["python", "benchmarks/user_parse_rates.py", "--requests", str(args.requests)]
+    if args.endpoint:
+        command += ["--endpoint", "URL", "--model", model]
+    for option in ("mediq", "flodial"):  # files by name only: no machine's paths on the page
+        if getattr(args, option):
+            command += [f"--{option}", Path(getattr(args, option)).name]
+    if args.user_max_tokens:
+        command += ["--user-max-tokens", str(args.user_max_tokens)]
+    served = f"`{model}`" if args.endpoint else f"SmolLM2-135M-Instruct (`{model}`) on vLLM's CPU server"
+    mediq = f"`{Path(args.mediq).name}`" if args.mediq else "the synthetic cases"
+    flodial = f"`{Path(args.flodial).name}`" if args.flodial else "the synthetic charts"
+    data = f"MediQ {mediq}, FloDial {flodial}, tau2-dual's test split"
+    head = f"_model {served}, temperature 0; {data}; written by `{shlex.join(command + ['--publish'])}`_"
+    return "\n".join([head, "", *agreement_table(results)]) + "\n"
+
 
 
 def main() -> None:
@@ -498,14 +643,17 @@ def main() -> None:
     parser.add_argument("--show-parsed", type=int, default=0, help="also show this many parsed raw replies per client")
     parser.add_argument("--dump", help="write every request's raw reply and outcome to this JSONL file")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
+    parser.add_argument("--publish", action="store_true", help="write the agreement table into docs/reference/benchmarks.md")
     args = parser.parse_args()
     logging.getLogger("arew.envs").setLevel(logging.ERROR)  # each fallback is reported below, not logged as it happens
     if bool(args.endpoint) != bool(args.model):
         parser.error("--endpoint and --model go together")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    unknown = set(clients) - {"mediq", "flodial", "tau2"}
+    unknown = set(clients) - set(CLIENTS)
     if unknown:
         parser.error(f"unknown clients {sorted(unknown)}")
+    if args.publish and sorted(clients) != sorted(CLIENTS):
+        parser.error(f"--publish: the published table has all the clients {list(CLIENTS)}")
 
     started = time.perf_counter()
     work = {
@@ -538,6 +686,9 @@ def main() -> None:
     user_tokens = args.user_max_tokens or LLMUserConfig.__dataclass_fields__["max_tokens"].default
     print(f"model {model}, user max_tokens {user_tokens}, wall {time.perf_counter() - started:.0f} s")
     report(results, args.examples, args.show_parsed)
+    if args.publish:
+        PAGE.write_text(replace_block(PAGE.read_text(), MARKER, published(results, args, model)))
+        print(f"\nwrote the agreement table into {PAGE.relative_to(PAGE.parents[2])}")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as out:
             for name, tally in results.items():

@@ -63,7 +63,7 @@ class FloDialEnv(ChoiceEpisode):
     TAKES_USER_OPTIONS = True
     OPTIONS = {
         "feedback_ablation": Option(bool, "show Unknown for every answer (Observation 3); critiques see the truth"),
-        "bt_saturation": Option(bool, "BT +1 when the gold score is already 1 and stays 1 (off: the paper's literal rule)"),
+        "bt_saturation": Option(bool, "BT +1 when the gold score is already 1, stays 1 and is the only top score (off: a gold score that cannot rise earns no +1)"),
     }
 
     def __init__(
