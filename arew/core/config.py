@@ -97,14 +97,19 @@ class QualityConfig:
     )
     chance_band: float = setting(
         0.05,
-        "Half-width of the chance band around 0.5 in which the smoothed accuracy counts as near chance (arew/<ch>/near_chance_steps)",
+        "Half-width of the chance band around 0.5 in which the smoothed accuracy counts as near chance (arew/<ch>/near_chance_steps; below it: below_chance_steps)",
         low=0,
         high=0.5,
     )
-    warn_after_steps: int = setting(10, "Consecutive near-chance steps before one warning naming the channel (once per spell)", low=1)
+    warn_after_steps: int = setting(
+        10,
+        "Consecutive steps below chance before one warning naming the channel (evidence against its critiques), or near chance before one "
+        "info message (no evidence either way); once per spell",
+        low=1,
+    )
     warmup_steps: int = setting(
         20,
-        "Global steps 1..warmup_steps are measured but never count towards the near-chance warning: at the start of a self-locked run "
+        "Global steps 1..warmup_steps are measured but never count towards a below- or near-chance spell: at the start of a self-locked run "
         "the outcome cannot see AS and an untrained critic misjudges it (as adaptive.warmup_steps)",
         low=0,
     )

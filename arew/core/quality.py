@@ -61,9 +61,9 @@ agreeing and total |a| mass, so steps count by their |a| mass and the first step
 correction.
 
 :class:`QualityTracker` keeps that state across steps (the caller owns one per run; it restarts
-on a resume), warns once per spell when a channel stays near chance after ``quality.warmup_steps``
-(the warning says what it knows: no evidence for the critiques, which is either bad critiques or
-advantages that cannot see them), and gives the adaptive
+on a resume), reports once per spell a channel that stays below chance (a warning: evidence
+against the critiques) or near it (an info message: no evidence either way, which is bad
+critiques or advantages that cannot see them) after ``quality.warmup_steps``, and gives the adaptive
 strength factors. Accuracy is measured on the step's batch before its reweighting, so the factor
 applies in the same step. Pure torch; no verl.
 """
@@ -162,6 +162,7 @@ class _State:
 
     sums: torch.Tensor = field(default_factory=lambda: torch.zeros(2, 4, dtype=torch.float64))
     near_chance: int = 0  # consecutive counted steps with the smoothed estimate in the chance band
+    below_chance: int = 0  # ... and below it
 
     def smoothed(self, min_class_share: float) -> float | None:
         return balanced_accuracy(self.sums, min_class_share)
@@ -213,11 +214,12 @@ class QualityTracker:
             if decisions >= self.quality.min_decisions and float(step_sums[:, MASS].sum()) > 0:
                 state.sums = self.quality.ema * state.sums + step_sums
                 if name != POOLED:
-                    self._count_near_chance(name, state)
+                    self._count_spells(name, state)
             smoothed = state.smoothed(share)
             stats[metric_key(name, "accuracy_ema")] = math.nan if smoothed is None else smoothed
             if name != POOLED:
                 stats[metric_key(name, "near_chance_steps")] = float(state.near_chance)
+                stats[metric_key(name, "below_chance_steps")] = float(state.below_chance)
         if self.adaptive.enabled:
             for name, factor in zip(CHANNELS, self.factors()):
                 if name in self.channels:
@@ -225,23 +227,37 @@ class QualityTracker:
         self.last = stats
         return stats
 
-    def _count_near_chance(self, name: str, state: _State) -> None:
+    def _count_spells(self, name: str, state: _State) -> None:
+        """Count consecutive steps near chance and below it; report each spell once, at ``warn_after_steps``.
+
+        Below the band is evidence against the critiques (a warning). In the band is no evidence
+        either way (an info message): the critiques may be noise, or the advantages may not see
+        the channel's decisions (in the PE lab, AS critiques that break the lock sit there).
+        """
         band = self.quality.chance_band
         smoothed = state.smoothed(self.quality.min_class_share)
-        if self.step <= self.quality.warmup_steps or smoothed is None or abs(smoothed - CHANCE) > band:
-            state.near_chance = 0  # in the warm-up, or nothing to judge (one-sided): no spell
-            return
-        state.near_chance += 1
-        if state.near_chance == self.quality.warn_after_steps:  # once per spell: the count only passes this value once
+        counted = self.step > self.quality.warmup_steps and smoothed is not None
+        near = counted and abs(smoothed - CHANCE) <= band
+        below = counted and smoothed < CHANCE - band
+        state.near_chance = state.near_chance + 1 if near else 0
+        state.below_chance = state.below_chance + 1 if below else 0
+        lam = f"algorithm.arew.lam{f' / lam_{name}' if self.grouping == 'separate' else ''}"
+        if state.below_chance == self.quality.warn_after_steps:  # once per spell: the count passes this value once
             logger.warning(
-                "AReW: no evidence that the %s critiques point the way the advantages do: their class-balanced accuracy has stayed "
-                "within 0.5 +- algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f). Either they do not, and add noise "
-                "to the advantages (Prop. 4.1), or these advantages cannot see the %s decisions (outcome-only advantages while "
-                "belief tracking is weak: low episode/proxy_c_bt; a critic that has not learned what they are worth). Check the "
-                "critique source, or lower its strength (algorithm.arew.lam%s), drop it (algorithm.arew.channels) or set "
+                "AReW: the %s critiques point against the advantages: their class-balanced accuracy has stayed below "
+                "0.5 - algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f), so they move credit the wrong way "
+                "(Prop. 4.1), unless the advantages themselves are wrong (a critic that has not learned what these decisions "
+                "are worth). Check the critique source, lower its strength (%s), drop it (algorithm.arew.channels) or set "
                 "algorithm.arew.adaptive.enabled=true",
+                name.upper(), band, state.below_chance, smoothed, lam,
+            )
+        if state.near_chance == self.quality.warn_after_steps:
+            logger.info(
+                "AReW: no evidence for or against the %s critiques: their class-balanced accuracy has stayed within 0.5 +- "
+                "algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f). Either they add noise (Prop. 4.1), or "
+                "these advantages cannot see the %s decisions (outcome-only advantages while belief tracking is weak: low "
+                "episode/proxy_c_bt; a critic that does not tell these decisions apart)",
                 name.upper(), band, state.near_chance, smoothed, name.upper(),
-                f" / lam_{name}" if self.grouping == "separate" else "",
             )
 
     def factors(self) -> tuple[float, ...]:

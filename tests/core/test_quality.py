@@ -128,7 +128,7 @@ def test_a_one_sided_channel_has_no_estimate_never_warns_and_keeps_its_strength(
     tracker = _tracker(
         quality={"ema": 0.0, "warn_after_steps": 2, "min_class_share": 0.1}, adaptive={"enabled": True, "warmup_steps": 0}
     )
-    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
+    with caplog.at_level(logging.INFO, logger="arew.core.quality"):
         for _ in range(4):
             stats = _step(tracker, [1] * 10, [1.0, -1.0] * 5)  # a single sign: any set of them agrees half the time
             assert math.isnan(stats["arew/as/accuracy"]) and math.isnan(stats["arew/as/accuracy_ema"])
@@ -157,32 +157,31 @@ def test_smoothed_estimate_averages_decayed_sums_per_sign_and_small_steps_stay_o
     assert third["arew/as/accuracy_ema"] == second["arew/as/accuracy_ema"]
 
 
-def test_warning_once_per_near_chance_spell(caplog):
+def test_a_spell_below_chance_warns_once_and_one_near_chance_only_informs(caplog):
     tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 3, "chance_band": 0.05})
     chance, good = ([1, -1, 1, -1], [1.0, 1.0, -1.0, -1.0]), ([1, -1], [1.0, -1.0])
-    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
+    wrong = ([1, -1], [-1.0, 1.0])
+    with caplog.at_level(logging.INFO, logger="arew.core.quality"):
         counts = [_step(tracker, *chance)["arew/as/near_chance_steps"] for _ in range(5)]
-        assert counts == [1, 2, 3, 4, 5]
-        assert len(caplog.records) == 1  # at the third step only
+        assert counts == [1, 2, 3, 4, 5] and tracker.last["arew/as/below_chance_steps"] == 0
+        # no evidence either way: one info message (at the third step), no warning
+        assert [r.levelno for r in caplog.records] == [logging.INFO]
         message = caplog.records[0].getMessage()
-        assert "AS" in message and "0.500" in message and "algorithm.arew.adaptive.enabled" in message
-        assert "algorithm.arew.quality.chance_band" in message
+        assert "no evidence for or against the AS critiques" in message and "0.500" in message
+        assert "algorithm.arew.quality.chance_band" in message and "cannot see the AS decisions" in message
         assert _step(tracker, *good)["arew/as/near_chance_steps"] == 0  # the spell ends
+        counts = [_step(tracker, *wrong)["arew/as/below_chance_steps"] for _ in range(4)]
+        assert counts == [1, 2, 3, 4] and tracker.last["arew/as/near_chance_steps"] == 0
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1  # evidence against the critiques, once per spell
+        message = warnings[0].getMessage()
+        assert "the AS critiques point against the advantages" in message and "0.000" in message
+        assert "algorithm.arew.adaptive.enabled" in message and "algorithm.arew.lam" in message
         for _ in range(3):
             _step(tracker, *chance)
-        assert len(caplog.records) == 2  # a new spell warns again
-    # BT never had decisions: it is not near chance
-    assert tracker.last["arew/bt/near_chance_steps"] == 0
-
-
-def test_the_warm_up_steps_never_count_towards_a_spell(caplog):
-    tracker = _tracker(quality={"ema": 0.0, "warn_after_steps": 2, "warmup_steps": 3})
-    chance = ([1, -1, 1, -1], [1.0, 1.0, -1.0, -1.0])
-    with caplog.at_level(logging.WARNING, logger="arew.core.quality"):
-        counts = [_step(tracker, *chance, step=step)["arew/as/near_chance_steps"] for step in range(1, 7)]
-    assert counts == [0, 0, 0, 1, 2, 3] and len(caplog.records) == 1  # the spell starts at global step 4
-    message = caplog.records[0].getMessage()
-    assert "no evidence" in message and "cannot see the AS decisions" in message
+        assert len(caplog.records) == 3  # a new near-chance spell informs again
+    # BT never had decisions: it is in no spell
+    assert tracker.last["arew/bt/near_chance_steps"] == tracker.last["arew/bt/below_chance_steps"] == 0
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def test_grpo_steps_log_arew_and_episode_metrics(grpo):
         for ch in ("as", "bt"):  # critique accuracy: only decisions with a critique and a non-zero base advantage count
             decisions = step[f"arew/{ch}/accuracy_decisions"]
             assert 0 <= decisions <= step[f"arew/{ch}/pos"] + step[f"arew/{ch}/neg"]
-            assert step[f"arew/{ch}/near_chance_steps"] >= 0
+            assert step[f"arew/{ch}/near_chance_steps"] >= 0 and step[f"arew/{ch}/below_chance_steps"] >= 0
             if step["critic/score/max"] == step["critic/score/min"]:  # one reward for all: GRPO's advantages are 0
                 assert decisions == 0
             assert (step[f"arew/{ch}/accuracy"] is None) == (decisions == 0)  # NaN (null in the file): nothing scored
