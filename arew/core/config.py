@@ -140,7 +140,7 @@ class AdaptiveConfig:
 
     enabled: bool = setting(
         False,
-        "Scale lambda by the smoothed critique accuracy (mode=reweight only): for critiques of unknown quality; in the PE lab it fades sign-random critiques out and costs a little reward with good ones (docs/reference/lab-results.md, Adaptive λ)",
+        "Scale lambda by the smoothed critique accuracy (mode=reweight only): for critiques of unknown quality; in the PE lab it fades sign-random critiques out, costs a little reward with clean ones and can hold down noisy but useful ones that the advantages cannot see (docs/reference/lab-results.md, Adaptive λ)",
     )
     full_at: float = setting(
         0.7,

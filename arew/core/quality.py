@@ -44,7 +44,7 @@ Which estimate a is (``quality.direction``, see :func:`resolve_direction`):
   that, for gamma*lam = 1, the sum of the critic's TD errors over the decision's tokens,
   r + V(after) - V(before): the one-step advantage (GAE with lambda = 0), without the later
   decisions' noise. It is as good as the critic: before the critic has learned
-  what a decision is worth it can score good critiques below chance (the lab's first 12-19 PPO steps).
+  what a decision is worth it can score good critiques below chance (the lab's first PPO steps).
   verl whitens GAE advantages, which divides every difference by one positive number (no sign or
   ratio changes) and shifts the last decision's value by the batch mean.
 

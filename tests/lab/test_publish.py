@@ -6,7 +6,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from arew.lab.config import LabConfig
-from arew.lab.publish import TARGETS, PublishError, main, publish, summary_table
+from arew.lab.publish import TARGETS, PublishError, main, publish, runs_record, summary_table
 
 RESULTS = (
     "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward "
@@ -92,3 +92,23 @@ def test_the_repository_readmes_carry_the_markers():
     lab, top = TARGETS
     assert "<!-- lab:default:start -->" in lab.read_text() and "<!-- lab:default:end -->" in lab.read_text()
     assert "<!-- lab:default-summary:start -->" in top.read_text() and "<!-- lab:default-summary:end -->" in top.read_text()
+
+
+def test_the_runs_record_holds_each_runs_held_out_numbers_and_arithmetic(tmp_path):
+    run = _run(tmp_path)
+    with pytest.raises(PublishError, match="no runs"):
+        runs_record(run)
+    for variant, seed, reward in (("ppo-as", 1, 0.25), ("ppo-as", 0, 0.5), ("grpo-as", 0, 0.75)):
+        folder = run / "runs" / variant
+        folder.mkdir(parents=True, exist_ok=True)
+        payload = {"variant": variant, "seed": seed, "final": {"reward": reward}, "arithmetic": {"aten": "AVX2"}, "log": []}
+        (folder / f"seed{seed}.json").write_text(json.dumps(payload))
+    record = json.loads(runs_record(run))
+    assert record["config"] == json.loads(json.dumps(asdict(LabConfig())))
+    assert record["runs"] == {
+        "grpo-as": {"0": {"final": {"reward": 0.75}, "arithmetic": {"aten": "AVX2"}}},
+        "ppo-as": {"0": {"final": {"reward": 0.5}, "arithmetic": {"aten": "AVX2"}}, "1": {"final": {"reward": 0.25}, "arithmetic": {"aten": "AVX2"}}},
+    }
+    # with explicit targets the repository's record is left alone
+    lab, _top = _readmes(tmp_path)
+    assert publish(run, (lab,)) == [lab]

@@ -1,0 +1,48 @@
+"""The lab's numbers do not depend on the machine: workers run with every library pinned to AVX2, and a
+fresh run reproduces a published one exactly (docs/reference/lab-default-runs.json, written by
+``python -m arew.lab.publish``)."""
+
+import json
+import math
+
+from tqdm import tqdm
+
+from arew.lab.config import LabConfig, parse_variant
+from arew.lab.publish import RUNS_RECORD
+from arew.lab.reproducibility import PINNED_ENVIRONMENT, is_pinned, pinned_environment
+from arew.lab.runner import run_all, run_key
+from arew.lab.train import FINAL_COLUMNS
+
+RECORD = json.loads(RUNS_RECORD.read_text())
+
+
+def test_the_pins_cover_each_library_and_leave_the_rest_of_the_environment():
+    pinned = pinned_environment({"PATH": "/bin", "ATEN_CPU_CAPABILITY": "avx512"})
+    assert pinned["PATH"] == "/bin" and pinned["ATEN_CPU_CAPABILITY"] == "avx2" and is_pinned(pinned)
+    assert not is_pinned({"PATH": "/bin"})
+    assert {"ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES"} <= set(PINNED_ENVIRONMENT)
+    # the cache of study runs keys on the pins: a run under other pins is another run
+    config, variant = LabConfig(), parse_variant("ppo-ir")
+    assert repr(dict(PINNED_ENVIRONMENT)) in run_key(config, variant, 0)
+
+
+def test_every_published_run_was_computed_with_the_pinned_arithmetic():
+    runs = [run for seeds in RECORD["runs"].values() for run in seeds.values()]
+    assert len(runs) == len(LabConfig().variants) * len(LabConfig().seeds)
+    for run in runs:
+        assert run["arithmetic"]["aten"] == "AVX2" and run["arithmetic"]["numpy_avx512"] == "no", run
+
+
+def test_a_fresh_run_reproduces_the_published_one_exactly():
+    """ppo-ir, seed 0 of the published default run: the run whose reward once read 0.871 on one 2-core
+    machine and 0.855 on another. Here it trains in the lab's own pinned worker process."""
+    config = LabConfig()
+    assert RECORD["config"] == json.loads(json.dumps(config.to_dict()))  # the published run is the default one
+    published = RECORD["runs"]["ppo-ir"]["0"]
+    with tqdm(disable=True) as bar:
+        (result,) = run_all(config, 1, bar, jobs=[(config, parse_variant("ppo-ir"), 0)])
+    assert result.arithmetic["aten"] == "AVX2" and result.arithmetic["numpy_avx512"] == "no"
+    assert result.arithmetic["torch"] == published["arithmetic"]["torch"], "published with another torch: republish"
+    for column in FINAL_COLUMNS:
+        ours, theirs = result.final[column], published["final"][column]
+        assert ours == theirs or (math.isnan(ours) and math.isnan(theirs)), (column, ours, theirs)
