@@ -103,7 +103,7 @@ class QualityConfig:
     )
     warn_after_steps: int = setting(
         10,
-        "Consecutive steps below chance before one warning naming the channel (evidence against its critiques), or near chance before one "
+        "Consecutive steps below chance before one warning naming the channel (its critiques and the advantages disagree), or near chance before one "
         "info message (no evidence either way); once per spell",
         low=1,
     )

@@ -61,8 +61,8 @@ agreeing and total |a| mass, so steps count by their |a| mass and the first step
 correction.
 
 :class:`QualityTracker` keeps that state across steps (the caller owns one per run; it restarts
-on a resume), reports once per spell a channel that stays below chance (a warning: evidence
-against the critiques) or near it (an info message: no evidence either way, which is bad
+on a resume), reports once per spell a channel that stays below chance (a warning: the critiques and the
+advantages disagree, so one of them is wrong) or near it (an info message: no evidence either way, which is bad
 critiques or advantages that cannot see them) after ``quality.warmup_steps``, and gives the adaptive
 strength factors. Accuracy is measured on the step's batch before its reweighting, so the factor
 applies in the same step. Pure torch; no verl.
@@ -230,7 +230,7 @@ class QualityTracker:
     def _count_spells(self, name: str, state: _State) -> None:
         """Count consecutive steps near chance and below it; report each spell once, at ``warn_after_steps``.
 
-        Below the band is evidence against the critiques (a warning). In the band is no evidence
+        Below the band the critiques and the advantages disagree (a warning: one of them is wrong). In the band is no evidence
         either way (an info message): the critiques may be noise, or the advantages may not see
         the channel's decisions (in the PE lab, AS critiques that break the lock sit there).
         """
@@ -244,11 +244,11 @@ class QualityTracker:
         lam = f"algorithm.arew.lam{f' / lam_{name}' if self.grouping == 'separate' else ''}"
         if state.below_chance == self.quality.warn_after_steps:  # once per spell: the count passes this value once
             logger.warning(
-                "AReW: the %s critiques point against the advantages: their class-balanced accuracy has stayed below "
-                "0.5 - algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f), so they move credit the wrong way "
-                "(Prop. 4.1), unless the advantages themselves are wrong (a critic that has not learned what these decisions "
-                "are worth). Check the critique source, lower its strength (%s), drop it (algorithm.arew.channels) or set "
-                "algorithm.arew.adaptive.enabled=true",
+                "AReW: the %s critiques and the advantages disagree: their class-balanced accuracy has stayed below "
+                "0.5 - algorithm.arew.quality.chance_band=%g for %d steps (smoothed %.3f). Either the critiques are wrong and "
+                "move credit the wrong way (Prop. 4.1), or the advantages are (a critic that has not learned what these "
+                "decisions are worth). Check the critique source, lower its strength (%s), drop it (algorithm.arew.channels) "
+                "or set algorithm.arew.adaptive.enabled=true",
                 name.upper(), band, state.below_chance, smoothed, lam,
             )
         if state.near_chance == self.quality.warn_after_steps:

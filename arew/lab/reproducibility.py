@@ -1,4 +1,4 @@
-"""The same lab numbers on every x86-64 machine: each library's instruction set pinned to AVX2.
+"""The same lab numbers on every x86-64 machine: each numeric library's code path pinned.
 
 A lab run is deterministic on one machine (one torch thread, every draw seeded). Across
 machines the arithmetic is not: ATen picks AVX-512 or AVX2 kernels, MKL and oneDNN choose their
@@ -7,11 +7,12 @@ Sampling turns a last-bit difference into another trajectory within a few steps 
 ppo-ir run under ATen's AVX-512 and AVX2 kernels differs in the policy's entropy from step 1);
 the published ppo-ir reward once read 0.871 on one 2-core machine and 0.855 on another.
 
-The lab trains in worker processes started with :data:`PINNED_ENVIRONMENT`, which caps every
-library at AVX2 (every x86-64 server and laptop of the last decade has it, and it keeps most
-of the vector speed) and at one thread. Variables that must be read before a library
-initialises (numpy reads its CPU features at import), so they are set for a fresh process, never
-changed in a running one. Results still differ on other architectures (ARM) and with other
+The lab trains in worker processes started with :data:`PINNED_ENVIRONMENT`, which caps torch's
+kernels and numpy's loops at AVX2 (every x86-64 server and laptop of the last decade has it),
+puts MKL on its COMPATIBLE branch (SSE2: MKL promises the same results from its AVX2 branch on
+Intel CPUs only, and the lab's matrices are too small for the branch to matter for speed) and
+uses one thread. Libraries read these when they initialise (numpy reads its CPU features at
+import), so they are set for a fresh process, never changed in a running one. Results still differ on other architectures (ARM) and with other
 versions of torch, MKL or numpy.
 """
 
@@ -24,8 +25,7 @@ _NUMPY_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AV
 
 PINNED_ENVIRONMENT: Mapping[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",  # torch's own kernels
-    "MKL_CBWR": "AVX2,STRICT",  # MKL's conditional numerical reproducibility: one code path on any AVX2 CPU
-    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "MKL_CBWR": "COMPATIBLE,STRICT",  # MKL's conditional numerical reproducibility, the branch for Intel and other CPUs alike
     "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN (torch's mkldnn kernels)
     "NPY_DISABLE_CPU_FEATURES": _NUMPY_AVX512,  # numpy's dispatched loops; features a CPU lacks are ignored
     "OMP_NUM_THREADS": "1",
@@ -34,7 +34,7 @@ PINNED_ENVIRONMENT: Mapping[str, str] = {
 
 
 def arithmetic() -> dict[str, str]:
-    """What this process computes with: torch's kernel level, whether numpy may use AVX-512, the versions."""
+    """What this process computes with: torch's kernel level, whether numpy may use AVX-512, MKL's branch, the versions."""
     import numpy
     import torch
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
@@ -43,6 +43,7 @@ def arithmetic() -> dict[str, str]:
     return {
         "aten": torch.backends.cpu.get_cpu_capability(),
         "numpy_avx512": "yes" if numpy_avx512 else "no",
+        "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
         "torch": torch.__version__,
         "numpy": numpy.__version__,
     }

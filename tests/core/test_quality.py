@@ -175,7 +175,7 @@ def test_a_spell_below_chance_warns_once_and_one_near_chance_only_informs(caplog
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) == 1  # evidence against the critiques, once per spell
         message = warnings[0].getMessage()
-        assert "the AS critiques point against the advantages" in message and "0.000" in message
+        assert "the AS critiques and the advantages disagree" in message and "0.000" in message
         assert "algorithm.arew.adaptive.enabled" in message and "algorithm.arew.lam" in message
         for _ in range(3):
             _step(tracker, *chance)

@@ -30,7 +30,9 @@ def test_every_published_run_was_computed_with_the_pinned_arithmetic():
     runs = [run for seeds in RECORD["runs"].values() for run in seeds.values()]
     assert len(runs) == len(LabConfig().variants) * len(LabConfig().seeds)
     for run in runs:
-        assert run["arithmetic"]["aten"] == "AVX2" and run["arithmetic"]["numpy_avx512"] == "no", run
+        arithmetic = run["arithmetic"]
+        assert arithmetic["aten"] == "AVX2" and arithmetic["numpy_avx512"] == "no", run
+        assert arithmetic["mkl_cbwr"] == PINNED_ENVIRONMENT["MKL_CBWR"], run
 
 
 def test_a_fresh_run_reproduces_the_published_one_exactly():
@@ -42,6 +44,7 @@ def test_a_fresh_run_reproduces_the_published_one_exactly():
     with tqdm(disable=True) as bar:
         (result,) = run_all(config, 1, bar, jobs=[(config, parse_variant("ppo-ir"), 0)])
     assert result.arithmetic["aten"] == "AVX2" and result.arithmetic["numpy_avx512"] == "no"
+    assert result.arithmetic["mkl_cbwr"] == PINNED_ENVIRONMENT["MKL_CBWR"]
     assert result.arithmetic["torch"] == published["arithmetic"]["torch"], "published with another torch: republish"
     for column in FINAL_COLUMNS:
         ours, theirs = result.final[column], published["final"][column]
