@@ -7,6 +7,9 @@ verl 0.9.1 and refuses to run, naming the installed verl version, if one differs
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
+
 import verl
 
 from arew.source_guard import require_source
@@ -60,6 +63,16 @@ def apply() -> None:
         check(function)
 
     def init_gloo_process_group(timeout_second=None, backend=None):
+        import torch.distributed
+
+        if int(os.environ.get("WORLD_SIZE", 1)) == 1 and not torch.distributed.is_initialized():
+            # one process needs no rendezvous: an in-process store, no TCP port that another process can take
+            # between verl choosing it and the store binding it (seen: EADDRINUSE under load)
+            timeout = timedelta(seconds=timeout_second) if timeout_second is not None else None
+            torch.distributed.init_process_group(
+                backend=backend or "gloo", store=torch.distributed.HashStore(), rank=0, world_size=1, timeout=timeout
+            )
+            return None
         return initialize_global_process_group_ray(timeout_second=timeout_second, backend=backend or "gloo")
 
     # verl/workers/engine_workers.py:89 calls initialize_global_process_group_ray(), whose default backend
