@@ -51,6 +51,7 @@ Adversaries, dual control:
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 from collections.abc import Callable
@@ -226,7 +227,7 @@ def _goal(env: Any) -> str:
     return goal[0] if goal else "check_status_bar"
 
 
-class _Scripted:
+class _Scripted(abc.ABC):
     """Plays ``plan(env)``: a list of agent texts, then the answer."""
 
     def __init__(self) -> None:
@@ -241,8 +242,8 @@ class _Scripted:
         self.step += 1
         return self.texts[self.step - 1]
 
-    def plan(self, env: Any) -> list[str]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def plan(self, env: Any) -> list[str]: ...
 
 
 # ---- solo --------------------------------------------------------------------------------------
