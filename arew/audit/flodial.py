@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from arew.audit.runner import Policy, TaskAudit, View
+from arew.audit.runner import Policy, TaskAudit, View, vector_text
 from arew.envs.flodial.data import VARIANTS, GoldFault, candidate_sets, gold_faults, make_instance
 from arew.envs.flodial.env import FloDialEnv
 from arew.envs.flodial.flowchart import Flowchart, parse_flowchart
@@ -182,10 +182,6 @@ def _gold_fault(env: FloDialEnv) -> tuple[GoldFault, list[str]]:
     raise LookupError("the row's flowchart is not one of the audit's")
 
 
-def _vector(w: np.ndarray) -> str:
-    return ", ".join(f"{x:.3f}" for x in np.clip(w, 0.0, 1.0))
-
-
 class Oracle:
     """Which table rows separate which candidates, and which candidates the answers so far leave."""
 
@@ -234,14 +230,14 @@ class _FloDialPolicy:
         if view.round == "act":
             question = self.question(view, env)
             if question is None:
-                return f"<scratch>done</scratch><answer>{_vector(self.final(view, env))}</answer>"
+                return f"<scratch>done</scratch><answer>{vector_text(self.final(view, env))}</answer>"
             return f"<scratch>ask</scratch><interact>{question}</interact>"
         if view.round == "update":
             if env._informative:
                 self.w = np.round(self.belief(view, env), 3)
             tag = "answer" if self.answer_last_update and self.question(view, env) is None else "interact"
-            return f"<scratch>update</scratch><{tag}>{_vector(self.w)}</{tag}>"
-        return f"<scratch>done</scratch><answer>{_vector(self.final(view, env))}</answer>"
+            return f"<scratch>update</scratch><{tag}>{vector_text(self.w)}</{tag}>"
+        return f"<scratch>done</scratch><answer>{vector_text(self.final(view, env))}</answer>"
 
     def question(self, view: View, env: FloDialEnv) -> str | None:
         assert self.oracle is not None
@@ -308,7 +304,7 @@ class AnswerEarly(_FloDialPolicy):
         if view.round == "update":
             env: FloDialEnv = view.env  # type: ignore[assignment]
             assert self.oracle is not None
-            return f"<answer>{_vector(self.oracle.posterior() if env._informative else self.w)}</answer>"
+            return f"<answer>{vector_text(self.oracle.posterior() if env._informative else self.w)}</answer>"
         return super().__call__(view)
 
 

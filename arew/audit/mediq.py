@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from arew.audit.runner import Policy, TaskAudit, View
+from arew.audit.runner import Policy, TaskAudit, View, vector_text
 from arew.envs.mediq.data import normalize_case
 from arew.envs.mediq.env import MediQEnv
 from arew.envs.users import FactRequest, OfflineUser
@@ -273,10 +273,6 @@ def rows(n: int, seed: int) -> list[dict[str, Any]]:
     ]
 
 
-def _vector(w: np.ndarray) -> str:
-    return ", ".join(f"{x:.3f}" for x in np.clip(w, 0.0, 1.0))
-
-
 def open_facts(env: MediQEnv) -> list[int]:
     return [i for i in range(len(env.facts)) if i not in env._revealed]
 
@@ -317,11 +313,11 @@ class _MediQPolicy:
         if view.round == "act":
             return f"<scratch>ask</scratch><interact>{self.question(view, env)}</interact>"
         if view.round == "counterfactual_update":
-            return f"<interact>{_vector(self.react(view, env, informative=False, commit=False))}</interact>"
+            return f"<interact>{vector_text(self.react(view, env, informative=False, commit=False))}</interact>"
         if view.round == "update":
             self.w = np.round(self.react(view, env, env._informative, commit=True), 3)
-            return f"<scratch>update</scratch><interact>{_vector(self.w)}</interact>"
-        return f"<answer>{_vector(self.w)}</answer>"
+            return f"<scratch>update</scratch><interact>{vector_text(self.w)}</interact>"
+        return f"<answer>{vector_text(self.w)}</answer>"
 
     def question(self, view: View, env: MediQEnv) -> str:
         return good_question(env) or "Is there anything else you have not told me yet?"
@@ -343,7 +339,7 @@ class Competent(_MediQPolicy):
     def __call__(self, view: View) -> str:
         env: MediQEnv = view.env  # type: ignore[assignment]
         if view.round == "act" and good_question(env) is None:
-            return f"<scratch>nothing left to ask</scratch><answer>{_vector(self.w)}</answer>"
+            return f"<scratch>nothing left to ask</scratch><answer>{vector_text(self.w)}</answer>"
         return super().__call__(view)
 
     def step(self, view: View, env: MediQEnv, news: int) -> np.ndarray:

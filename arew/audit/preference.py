@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from arew.audit.runner import Policy, TaskAudit, View
+from arew.audit.runner import Policy, TaskAudit, View, vector_text
 from arew.envs.preference.data import build_rows
 from arew.envs.preference.env import PreferenceEnv
 from arew.envs.preference.generator import VARIANTS, sample_preferences
@@ -61,10 +61,6 @@ def _rows(variant: str) -> Callable[[int, int], list[dict[str, Any]]]:
         return [row["extra_info"] for row in build_rows(variant, n, 0, 0, seed)["train"]]
 
     return rows
-
-
-def _vector(w: np.ndarray) -> str:
-    return ", ".join(f"{x:.{DECIMALS}f}" for x in np.clip(w, 0.0, 1.0))
 
 
 def _query_text(env: PreferenceEnv, first: int, second: int, attrs: tuple[int, ...]) -> str:
@@ -188,8 +184,8 @@ class _PEPolicy:
         if view.round == "update":
             self.w = np.round(np.clip(self.belief(view, env), 0.0, 1.0), DECIMALS)
             tag = "answer" if self.answer_last_update and view.turn == env.max_turns - 1 else "interact"
-            return f"<scratch>update</scratch><{tag}>{_vector(self.w)}</{tag}>"
-        return f"<scratch>done</scratch><answer>{_vector(self.final(view, env))}</answer>"
+            return f"<scratch>update</scratch><{tag}>{vector_text(self.w, DECIMALS)}</{tag}>"
+        return f"<scratch>done</scratch><answer>{vector_text(self.final(view, env), DECIMALS)}</answer>"
 
     def question(self, view: View, env: PreferenceEnv) -> str:
         assert self.bayes is not None
@@ -289,7 +285,7 @@ class AnswerEarly(_PEPolicy):
     def __call__(self, view: View) -> str:
         if view.round == "update":
             env: PreferenceEnv = view.env  # type: ignore[assignment]
-            return f"<answer>{_vector(self.belief(view, env))}</answer>"
+            return f"<answer>{vector_text(self.belief(view, env), DECIMALS)}</answer>"
         return super().__call__(view)
 
 
@@ -313,7 +309,7 @@ class Format(_PEPolicy):
                 f"<interact>1, 2, 3{attrs}</interact>",  # three movies at once
             )
         else:
-            w = _vector(self.bayes.mean())
+            w = vector_text(self.bayes.mean(), DECIMALS)
             tricks = (
                 f"<interact>{w}</interact><interact>{w}</interact>",
                 f"<interact>{', '.join(['1.5'] * d)}</interact>",  # above 1

@@ -43,6 +43,11 @@ class View:
     history: list[tuple[str, str]] = field(default_factory=list)
 
 
+def vector_text(w: Sequence[float], decimals: int = 3) -> str:
+    """A belief vector as the policies write it in <interact> or <answer>: clipped to [0, 1], comma separated."""
+    return ", ".join(f"{min(max(float(x), 0.0), 1.0):.{decimals}f}" for x in w)
+
+
 class Policy(Protocol):
     def __call__(self, view: View) -> str:
         """The agent's whole text for this round (tags included)."""
