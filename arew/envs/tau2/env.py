@@ -317,8 +317,7 @@ class Tau2Env(ActiveReasoningEnv):
         spec = self._tools.get(request.name)
         if spec is None:
             return self._invalid(self._unknown_tool(request.name), "unknown_tool")
-        problem = tool_text.check_arguments(spec.name, request.arguments, spec.required, spec.accepted)
-        problem = problem or tool_text.type_problem(spec.name, spec.model, request.arguments)
+        problem = spec.argument_problem(request.arguments)
         if problem:
             return self._invalid(problem, "bad_arguments")
         before = self._state
@@ -369,8 +368,7 @@ class Tau2Env(ActiveReasoningEnv):
             return DeviceResult(f"Error: {str(name)[:64]!r} is not a tool of the phone", True)
         if not isinstance(arguments, dict):
             return DeviceResult("Error: the arguments must be an object", True)
-        problem = tool_text.check_arguments(spec.name, arguments, spec.required, spec.accepted)
-        problem = problem or tool_text.type_problem(spec.name, spec.model, arguments)
+        problem = spec.argument_problem(arguments)
         if problem:
             return DeviceResult(f"Error: {problem}", True)
         call = ToolCall(id=self._next_id(), name=spec.name, arguments=dict(arguments), requestor="user")

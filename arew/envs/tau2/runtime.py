@@ -38,6 +38,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from arew.envs.tau2 import tools as tool_text
+
 
 def _no_dotenv(*args: Any, **kwargs: Any) -> bool:
     return True
@@ -101,19 +103,11 @@ class ToolSpec:
     def accepted(self) -> frozenset[str]:
         return frozenset(p[0] for p in self.params)
 
-    def type_error(self, arguments: dict[str, Any]) -> str | None:
-        """Why the arguments do not have the parameters' types (tau2 does not check; a wrong type can
-        corrupt the device state so that later checks crash), or None. Values are passed on unchanged."""
-        if self.model is None:
-            return None
-        try:
-            self.model.model_validate(arguments)
-        except Exception as error:  # pydantic's ValidationError, or anything odd
-            details = getattr(error, "errors", None)
-            first = details()[0] if callable(details) else {}
-            where = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
-            return f"{self.name}: argument {where} has the wrong type ({first.get('msg', 'invalid')})"
-        return None
+    def argument_problem(self, arguments: dict[str, Any]) -> str | None:
+        """Why the arguments do not fit this tool (missing or unknown names, or strictly the wrong types: tau2 does
+        not check, and a wrong type can corrupt the device state so that later checks crash), or None."""
+        problem = tool_text.check_arguments(self.name, arguments, self.required, self.accepted)
+        return problem or tool_text.type_problem(self.name, self.model, arguments)
 
 
 def _type_text(prop: dict[str, Any], defs: dict[str, Any]) -> str:
