@@ -211,11 +211,12 @@ class QualityTracker:
             stats[metric_key(name, "accuracy")] = math.nan if step_accuracy is None else step_accuracy
             stats[metric_key(name, "positive_share")] = float(step_sums[0, DECISIONS]) / decisions if decisions else math.nan
             stats[metric_key(name, "advantage_positive_share")] = positive_advantages / decisions if decisions else math.nan
-            if decisions >= self.quality.min_decisions and float(step_sums[:, MASS].sum()) > 0:
+            counted = decisions >= self.quality.min_decisions and float(step_sums[:, MASS].sum()) > 0
+            if counted:
                 state.sums = self.quality.ema * state.sums + step_sums
-                if name != POOLED:
-                    self._count_spells(name, state)
             smoothed = state.smoothed(share)
+            if counted and name != POOLED:
+                self._count_spells(name, state, smoothed)
             stats[metric_key(name, "accuracy_ema")] = math.nan if smoothed is None else smoothed
             if name != POOLED:
                 stats[metric_key(name, "near_chance_steps")] = float(state.near_chance)
@@ -227,7 +228,7 @@ class QualityTracker:
         self.last = stats
         return stats
 
-    def _count_spells(self, name: str, state: _State) -> None:
+    def _count_spells(self, name: str, state: _State, smoothed: float | None) -> None:
         """Count consecutive steps near chance and below it; report each spell once, at ``warn_after_steps``.
 
         Below the band the critiques and the advantages disagree (a warning: one of them is wrong). In the band is no evidence
@@ -235,7 +236,6 @@ class QualityTracker:
         the channel's decisions (in the PE lab, AS critiques that break the lock sit there).
         """
         band = self.quality.chance_band
-        smoothed = state.smoothed(self.quality.min_class_share)
         counted = self.step > self.quality.warmup_steps and smoothed is not None
         near = counted and abs(smoothed - CHANCE) <= band
         below = counted and smoothed < CHANCE - band
