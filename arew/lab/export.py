@@ -8,6 +8,7 @@ and each decision's applied critique and coefficient are the training step's own
 
     metrics.jsonl          {"step": n, "data": {key: value}} per training step
     rollouts/train.jsonl   ROLLOUTS_PER_STEP episodes per step, in the contract's schema
+    rollouts/run.json      {"group": the variant}: the run group its seeds share
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from arew.core.records import CHANNELS
+from arew.metrics.rollouts import write_run_record
 
 METRIC_KEYS = {
     "reward": "critic/score/mean",
@@ -27,6 +29,12 @@ METRIC_KEYS = {
     "bt_proxy": "episode/proxy_bt_mean/mean",
     "c_bt": "episode/proxy_c_bt/mean",
     "bt_follow": "episode/proxy_bt_follow/mean",
+    "i_as_nats": "episode/proxy_i_as_nats/mean",
+    "oracle_reward": "episode/proxy_oracle_reward/mean",
+    "corr_as_reward": "selflock/corr_as_reward",
+    "corr_as_oracle": "selflock/corr_as_oracle",
+    "corr_gap": "selflock/corr_gap",
+    "oracle_reward_gap": "selflock/oracle_reward_gap",
     "pg_loss": "actor/pg_loss",
     "vf_loss": "critic/vf_loss",
     "seconds": "timing_s/step",
@@ -45,7 +53,7 @@ def metrics_entry(row: dict[str, float], critique_stats: dict[str, float]) -> di
         if key != "step" and value is not None and not math.isnan(value)
     }
     data["training/global_step"] = int(row["step"])
-    data.update({key: float(value) for key, value in critique_stats.items()})
+    data.update({key: float(value) for key, value in critique_stats.items() if value is not None and not math.isnan(value)})
     return {"step": int(row["step"]), "data": data}
 
 
@@ -54,6 +62,21 @@ def sampled_indices(batch: int, per_step: int = ROLLOUTS_PER_STEP) -> list[int]:
     if batch <= per_step:
         return list(range(batch))
     return sorted({int(i) for i in np.linspace(0, batch - 1, per_step).round()})
+
+
+def episode_numbers(ro, b: int) -> dict[str, float]:
+    """Episode ``b``'s numbers as the trainer's episodes carry them (``proxy_*`` of :mod:`arew.episodes`);
+    the Bayesian replay's ``proxy_i_as_nats`` and ``proxy_oracle_reward`` when the rollout kept its proxies."""
+    numbers = {
+        "decisions": float(ro.n_decisions),
+        "proxy_as_mean": float(ro.as_proxy[b].mean()),
+        "proxy_bt_mean": float(ro.bt_proxy[b].mean()),
+        "proxy_c_bt": float(ro.bt_proxy[b].clamp(min=0).sum()),
+    }
+    if ro.proxies:
+        numbers["proxy_i_as_nats"] = float(ro.proxies[b]["i_as_nats"])
+        numbers["proxy_oracle_reward"] = float(ro.proxies[b]["oracle_reward"])
+    return numbers
 
 
 def episodes(ro, task: str, step: int, injection, per_step: int = ROLLOUTS_PER_STEP) -> list[dict]:
@@ -80,12 +103,6 @@ def episodes(ro, task: str, step: int, injection, per_step: int = ROLLOUTS_PER_S
             }
             for p in range(n)
         ]
-        numbers = {
-            "decisions": float(n),
-            "proxy_as_mean": float(ro.as_proxy[b].mean()),
-            "proxy_bt_mean": float(ro.bt_proxy[b].mean()),
-            "proxy_c_bt": float(ro.bt_proxy[b].clamp(min=0).sum()),
-        }
         out.append(
             {
                 "split": "train",
@@ -96,15 +113,18 @@ def episodes(ro, task: str, step: int, injection, per_step: int = ROLLOUTS_PER_S
                 "reward": float(ro.reward[b]),
                 "failed": None,
                 "prompt": "",  # the lab's agent reads no chat prompt
-                "numbers": numbers,
+                "numbers": episode_numbers(ro, b),
                 "turns": turns,
             }
         )
     return out
 
 
-def write_run(folder: Path, log: Sequence[dict], critique_stats: Sequence[dict], rollouts: Sequence[dict]) -> Path:
-    """Write one run's ``metrics.jsonl`` and ``rollouts/train.jsonl`` under ``folder``; returns the metrics path."""
+def write_run(
+    folder: Path, log: Sequence[dict], critique_stats: Sequence[dict], rollouts: Sequence[dict], group: str
+) -> Path:
+    """Write one run's ``metrics.jsonl``, ``rollouts/train.jsonl`` and ``rollouts/run.json`` (``{"group": group}``,
+    the lab passes the variant) under ``folder``; returns the metrics path."""
     (folder / "rollouts").mkdir(parents=True, exist_ok=True)
     stats = list(critique_stats) or [{}] * len(log)
     with open(folder / "metrics.jsonl", "w") as f:
@@ -113,6 +133,7 @@ def write_run(folder: Path, log: Sequence[dict], critique_stats: Sequence[dict],
     with open(folder / "rollouts" / "train.jsonl", "w") as f:
         for episode in rollouts:
             f.write(json.dumps(episode) + "\n")
+    write_run_record(folder / "rollouts", group)
     return folder / "metrics.jsonl"
 
 

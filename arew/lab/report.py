@@ -40,6 +40,7 @@ import verl
 from arew.lab import export
 from arew.lab.config import LabConfig, Variant, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
+from arew.reporting.report import moving_average
 
 TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
 CURVE_METRICS = {
@@ -68,15 +69,6 @@ RESULT_COLUMNS = (
     "reached_reach_reward",
     "reach_reward",
 )
-
-
-def moving_average(values: Sequence[float], window: int) -> np.ndarray:
-    """Trailing mean over up to ``window`` steps (shorter at the start)."""
-    x = np.asarray(values, dtype=float)
-    sums = np.cumsum(np.insert(x, 0, 0.0))
-    idx = np.arange(1, len(x) + 1)
-    start = np.maximum(idx - window, 0)
-    return (sums[idx] - sums[start]) / (idx - start)
 
 
 # extra columns of a study's results.md: (header, summarise key, key of its spread or None)
@@ -298,7 +290,7 @@ def write_outputs(
             "log": result.log,
         }
         (folder / f"seed{result.seed}.json").write_text(json.dumps(payload, indent=1))
-        export.write_run(folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts)
+        export.write_run(folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts, result.variant)
     paths["runs"] = out / "runs"
 
     rows = summarise(config, results, variants)

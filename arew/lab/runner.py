@@ -140,9 +140,19 @@ def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None
 
 def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
     """What a run's result depends on: equal keys give equal runs, whatever the arms' labels (the
-    config's list of variants and seeds is not part of it)."""
+    config's list of variants and seeds is not part of it). The log's columns are part of it, so a
+    cached run recorded with other columns is trained again rather than reused."""
+    from arew.lab.train import LOG_COLUMNS
+
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
-    parts = (replace(config, variants=(), seeds=()), replace(variant, name="", overrides=()), arew, seed, dict(PINNED_ENVIRONMENT))
+    parts = (
+        replace(config, variants=(), seeds=()),
+        replace(variant, name="", overrides=()),
+        arew,
+        seed,
+        dict(PINNED_ENVIRONMENT),
+        LOG_COLUMNS,
+    )
     return "\n".join(map(repr, parts))
 
 

@@ -28,6 +28,7 @@ from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig, Variant
 from arew.lab.reproducibility import arithmetic
 from arew.lab.rollout import Rollout, rollout
+from arew.metrics.selflock import selflock_metrics
 
 LOG_COLUMNS = (
     "step",
@@ -36,6 +37,12 @@ LOG_COLUMNS = (
     "bt_proxy",
     "c_bt",
     "bt_follow",
+    "i_as_nats",  # the Bayesian replay's env.proxies(), batch means
+    "oracle_reward",
+    "corr_as_reward",  # arew.metrics.selflock over the batch (NaN: undefined, e.g. a constant reward)
+    "corr_as_oracle",
+    "corr_gap",
+    "oracle_reward_gap",
     "as_critique_pos",
     "bt_critique_pos",
     "bt_critique_neg",
@@ -164,6 +171,30 @@ def _summary(ro: Rollout, step_bins: torch.Tensor) -> dict[str, float]:
     }
 
 
+SELFLOCK_COLUMNS = {
+    "corr_as_reward": "selflock/corr_as_reward",
+    "corr_as_oracle": "selflock/corr_as_oracle",
+    "corr_gap": "selflock/corr_gap",
+    "oracle_reward_gap": "selflock/oracle_reward_gap",
+}
+"""Log column -> the key of :func:`arew.metrics.selflock.selflock_metrics` it holds."""
+
+
+def replay_summary(ro: Rollout) -> dict[str, float]:
+    """The batch's Bayesian-replay columns of a diagnosed rollout: mean I_AS and oracle reward, and the
+    self-locking correlations over every episode (the lab has no failed or padded ones), from the
+    episodes' exported numbers as the trainer computes them from its episodes'."""
+    if len(ro.proxies) != len(ro.reward):
+        raise ValueError(f"replay_summary: {len(ro.proxies)} episodes' proxies for a batch of {len(ro.reward)}")
+    numbers = [export.episode_numbers(ro, b) for b in range(len(ro.reward))]
+    selflock = selflock_metrics(numbers, ro.reward.tolist(), [True] * len(numbers))
+    return {
+        "i_as_nats": float(np.mean([p["i_as_nats"] for p in ro.proxies])),
+        "oracle_reward": float(np.mean([p["oracle_reward"] for p in ro.proxies])),
+        **{column: selflock.get(key, math.nan) for column, key in SELFLOCK_COLUMNS.items()},
+    }
+
+
 def _actor_config(config: LabConfig) -> ActorConfig:
     """verl's actor config, only for the clip ratio its policy loss reads."""
     return ActorConfig(
@@ -226,7 +257,15 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         t0 = time.perf_counter()
         tasks = np.repeat(rng.choice(len(train_rows), config.episodes_per_step // group, replace=False), group)
         ro = rollout(
-            policy, critic, space, config.task, [train_rows[i] for i in tasks], tasks, generator, config.replay_samples
+            policy,
+            critic,
+            space,
+            config.task,
+            [train_rows[i] for i in tasks],
+            tasks,
+            generator,
+            config.replay_samples,
+            diagnose=True,
         )
         monitor: dict[str, float] = {}
         stage = advantage_stage(ro, variant, arew, config, step, monitor, quality)
@@ -249,7 +288,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
                 critic_opt.zero_grad()
                 vf_loss.backward()
                 critic_opt.step()
-        row = {"step": step, **_summary(ro, policy.step_bins)}
+        row = {"step": step, **_summary(ro, policy.step_bins), **replay_summary(ro)}
         for channel in ("as", "bt"):  # None: no decision point this step, or no monitor (PPO)
             row[f"{channel}_outcome_constant_share"] = monitor.get(f"arew/synact/{channel}/outcome_constant_share")
         row["adv_shift"] = float((advantages - base).abs().mean())
@@ -265,7 +304,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             row[f"{name}_advantage_positive_share"] = measured.get(f"arew/{name}/advantage_positive_share", math.nan)
             row[f"{name}_adaptive_factor"] = factors[index]
         log.append({key: row[key] for key in LOG_COLUMNS})
-        critique_stats.append({} if stage.injection is None else stage.injection.stats)
+        # the trainer logs the SynAct monitor's arew/synact/* beside the injection's arew/* statistics: so does the export
+        critique_stats.append({**monitor, **({} if stage.injection is None else stage.injection.stats)})
         rollouts += export.episodes(ro, config.task, step, stage.injection)
         if progress is not None:
             progress(1)

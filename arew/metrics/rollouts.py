@@ -34,6 +34,8 @@ SECTION = "arew_rollouts"
 TRANSCRIPT_KEY = "arew_transcript"  # the agent loop's extra_fields key
 SPLITS = ("train", "val")
 DEFAULT_SUBDIR = "rollouts"
+RUN_RECORD = "run.json"
+"""In the rollout folder: ``{"group": ...}``, the run group (the seeds of one variant) ``arew report`` draws the run in."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,12 @@ def _finite(value: Any) -> float | None:
     """A float for JSON; None for NaN/inf (JSON has no such numbers)."""
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def write_run_record(folder: Path, group: str) -> None:
+    """Write :data:`RUN_RECORD` into the rollout folder ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / RUN_RECORD).write_text(json.dumps({"group": group}) + "\n")
 
 
 def append_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from arew.lab.config import LabConfig, parse_variant
-from arew.lab.report import markdown_table, moving_average, summarise
+from arew.lab.report import markdown_table, summarise
 from arew.lab.train import RunResult
+from arew.reporting.report import moving_average
 
 
 @pytest.mark.parametrize(

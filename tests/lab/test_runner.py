@@ -137,3 +137,15 @@ def test_every_run_is_written_in_the_trainers_formats_and_reported(quick_run):
     html = (quick_run / "report.html").read_text()
     assert all(f'"name": "{name}/seed{seed}"' in html for name in VARIANTS.split(",") for seed in (0, 1))
     assert len(list((quick_run / "report_png").glob("*.png"))) >= 10
+
+
+def test_every_exported_step_carries_the_replay_keys_and_each_run_its_variant_as_group(quick_run):
+    for name in VARIANTS.split(","):
+        for seed in (0, 1):
+            folder = quick_run / "runs" / name / f"seed{seed}"
+            lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+            assert len(lines) == QUICK["steps"]
+            for line in lines:  # the correlations may be undefined (NaN, left out) on a step; these never are
+                assert {"episode/proxy_i_as_nats/mean", "episode/proxy_oracle_reward/mean", "selflock/oracle_reward_gap"} <= set(line["data"])
+            assert any("selflock/corr_as_oracle" in line["data"] and "selflock/corr_gap" in line["data"] for line in lines)
+            assert json.loads((folder / "rollouts" / "run.json").read_text()) == {"group": name}

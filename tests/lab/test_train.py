@@ -149,12 +149,15 @@ def test_tiny_run_is_deterministic_given_its_seed():
     assert [list(row) for row in first.log] == [list(LOG_COLUMNS)] * 3
     assert list(first.final) == list(FINAL_COLUMNS)
     # every number is finite but the accuracy of a one-sided channel (NaN: its critiques' or its advantages'
-    # +1 share at 0 or 1)
+    # +1 share at 0 or 1) and the self-locking correlations (NaN where a side is constant, e.g. every reward 0:
+    # tests/lab/test_replay_log.py checks when)
     for row in first.log:
         for key, value in row.items():
             if key.endswith("_accuracy") and math.isnan(value):
                 shares = (row[key.replace("accuracy", "positive_share")], row[key.replace("accuracy", "advantage_positive_share")])
                 assert min(min(s, 1 - s) for s in shares) < 0.05, (key, row)
+            elif key in ("corr_as_reward", "corr_as_oracle", "corr_gap"):
+                assert math.isnan(value) or abs(value) <= (2 if key == "corr_gap" else 1), (key, row)
             elif not key.endswith("outcome_constant_share"):
                 assert np.isfinite(value), (key, row)
     assert all(row["as_outcome_constant_share"] is None for row in first.log)  # PPO: no groups, no SynAct monitor
