@@ -103,7 +103,7 @@ def build_report(entity: str, project: str, title: str, variants: tuple[Variant,
     runsets = [wr.Runset(entity=entity, project=project, name=v.label, filters=_group_filter(v.group), groupby=["group"]) for v in variants]
     text = "\n".join(
         [f"Variants: {', '.join(f'**{v.label}** (group `{v.group}`)' for v in variants)}. What to read:", ""]
-        + [f"- **{p.title}**: {p.description}" for p in chosen]
+        + [f"- **{p.title}**: {p.description} {p.reading}" for p in chosen]
     )
     grid = wr.PanelGrid(runsets=runsets, panels=[line_plot(p) for p in chosen])
     description = "Outcome reward and the AS/BT capability proxies across AReW variants (the paper's Figs. 3-4)."

@@ -11,20 +11,10 @@ import argparse
 from pathlib import Path
 
 from arew.markdown_blocks import BlockError, replace_block
-from arew.reporting.panels import ROLLOUT_TABLES, SECTIONS
+from arew.reporting.panels import NEEDS_WORDS, ROLLOUT_TABLES, SECTIONS
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "dashboards.md"
 BLOCK = "panels"  # the page's <!-- panels:start --> ... <!-- panels:end --> (arew.markdown_blocks)
-NEEDS_WORDS = {
-    "pe": "preference-estimation tasks",
-    "choice": "tasks with a gold option",
-    "lab": "`arew lab`",
-    "grpo": "several rollouts per prompt",
-    "adaptive": "adaptive strength on",
-    "synact_critiques": "MI critiques on",
-    "validation": "with a validation set",
-    "ablation": "a feedback ablation",
-}
 
 
 def panel_lines() -> str:
@@ -35,7 +25,7 @@ def panel_lines() -> str:
         for panel in section.panels:
             keys = ", ".join(f"`{key}`" for key in panel.keys)
             when = "" if panel.needs == "always" else f" _({NEEDS_WORDS[panel.needs]})_"
-            lines.append(f"  - {panel.title}: {panel.description} {keys}{when}")
+            lines.append(f"  - {panel.title}: {panel.description} {panel.reading} {keys}{when}")
     lines.append(f"- **Rollouts**: the sampled-episode tables {', '.join(f'`{key}`' for key in ROLLOUT_TABLES)}")
     return "\n".join(lines) + "\n"
 

@@ -2,10 +2,14 @@
 
 A run is a folder holding verl's ``file`` logger JSONL (``metrics.jsonl``) and the rollout JSONL
 of the contract (``rollouts/train.jsonl``, ``rollouts/val.jsonl``), or an ``arew eval`` output
-(``episodes.jsonl``), or the metrics file itself. The charts are the dashboard's panels
-(:data:`arew.reporting.panels.SECTIONS`) with every run overlaid; the trajectory viewer lists the
-episodes. Nothing is fetched: the page's script and styles are inline and the data sits in
-it as JSON, which the script only ever writes into the page as text (model output is untrusted).
+(``episodes.jsonl``), or the metrics file itself. Runs are grouped (seeds of one variant): a chart
+draws each group as the mean over its runs with a band from their lowest to their highest value,
+one colour per group on every chart, in the PNGs and in the trajectory viewer. The charts are the
+dashboard's panels (:data:`arew.reporting.panels.SECTIONS`); the trajectory viewer reads one
+episode decision by decision. Nothing is fetched: the page's script and styles are inline and the
+data sits in it as JSON, which the script only ever writes into the page as text (model output is
+untrusted). The page stays light: values are kept to 5 significant digits and the embedded
+episodes to :data:`EPISODE_BYTES`, sampled evenly over each run's steps.
 Bad input (a broken JSON line, a missing file, a non-numeric value) is counted, shown in the page
 and on stderr, and skipped; a null or NaN metric is a value the trainer did not measure that step
 (an undefined correlation) and is skipped without a count.
@@ -23,20 +27,37 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from arew.reporting.panels import SECTIONS, matching
+import numpy as np
+
+from arew.metrics.rollouts import DEFAULT_SUBDIR, RUN_RECORD
+from arew.reporting.panels import NEEDS_WORDS, SECTIONS, matching
 
 METRICS_FILE = "metrics.jsonl"
 ROLLOUT_FILES = ("rollouts/train.jsonl", "rollouts/val.jsonl")
 EVAL_FILE = "episodes.jsonl"
+RUN_FILE = f"{DEFAULT_SUBDIR}/{RUN_RECORD}"
+"""Written by the run (the lab: its variant; the trainer: its W&B group, else its experiment name)."""
 MAX_EPISODES = 4000
-"""Episodes embedded per page at most, shared evenly by the runs (each run's kept evenly spaced), to keep
-the page loadable; the page says how many of each run it shows."""
+"""Episodes embedded per page at most, shared evenly by the runs (each run's kept evenly spaced)."""
+EPISODE_BYTES = 2_500_000
+"""JSON bytes of embedded episodes per page at most (at the runs' mean episode size), so the page opens at once."""
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+DASHES = ("", "6 3", "2 2", "8 3 2 3")
+"""Group i: colour PALETTE[i % 10], dash DASHES[i // 10] (SVG dash arrays; more groups than 40 repeat)."""
+GROUP_BY = ("auto", "name", "none")
+SEED_SUFFIX = re.compile(r"(?:[/_.-]|^)(?:seed[_-]?|s)\d+$", re.IGNORECASE)
+"""A run name's trailing seed part (``/seed0``, ``-seed_2``, ``_s3``): removed to name the run's group."""
+TURN_FIELDS = ("index", "turn", "channel", "agent", "feedback", "critique", "applied", "coefficient")
+"""The embedded turns are lists in this order (the page rebuilds the objects): a third of the bytes of keyed ones."""
+SIGNIFICANT = 5
 
 
 @dataclass
 class Run:
     name: str
     folder: Path
+    group: str = ""
+    recorded_group: str | None = None  # from RUN_FILE
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # key -> [(step, value)]
     episodes: list[dict] = field(default_factory=list)
     problems: dict[str, int] = field(default_factory=dict)  # what went wrong -> how often
@@ -183,30 +204,133 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
                 found = True
             if not found:
                 run.problem(f"no {METRICS_FILE}, rollouts/*.jsonl or {EVAL_FILE} in the run folder")
+            run.recorded_group = read_group(folder / RUN_FILE, run)
         runs.append(run)
     return runs
 
 
+def read_group(path: Path, run: Run) -> str | None:
+    """The group the run recorded for itself, if any (a broken file is counted, not fatal)."""
+    if not path.exists():
+        return None
+    try:
+        group = json.loads(path.read_text(encoding="utf-8")).get("group")
+    except (OSError, ValueError, AttributeError):
+        group = None
+    if not isinstance(group, str) or not group.strip():
+        run.problem(f"{RUN_FILE}: no group string")
+        return None
+    return group.strip()
+
+
+def assign_groups(runs: Sequence[Run], by: str = "auto", pattern: str | None = None) -> list[str]:
+    """Set each run's group and return the groups in order of first appearance.
+
+    ``auto``: the group the run recorded (:data:`RUN_FILE`), else its name without a trailing seed part;
+    ``name``: the latter only; ``none``: every run alone. ``pattern`` (a regex searched in the run name)
+    wins over ``by``: the group is its first capture group (the whole match without one); a run it does
+    not match is alone.
+    """
+    if by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, got {by!r}")
+    regex = re.compile(pattern) if pattern else None
+    for run in runs:
+        if regex is not None:
+            found = regex.search(run.name)
+            run.group = (found.group(1) if found and regex.groups else found.group(0) if found else "") or run.name
+        elif by == "none":
+            run.group = run.name
+        elif by == "auto" and run.recorded_group:
+            run.group = run.recorded_group
+        else:  # a name that is only its seed part (one lab run: "seed0") takes its folder's parent
+            run.group = SEED_SUFFIX.sub("", run.name) or SEED_SUFFIX.sub("", run.folder.resolve().parent.name) or run.name
+    return list(dict.fromkeys(run.group for run in runs))
+
+
+def group_styles(groups: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Each group's colour and dash, the same on the page and in the PNGs."""
+    return {g: {"colour": PALETTE[i % len(PALETTE)], "dash": DASHES[i // len(PALETTE) % len(DASHES)]} for i, g in enumerate(groups)}
+
+
+def smoothing_window(runs: Sequence[Run]) -> int:
+    """The default moving-average window: about a 25th of the longest run (1 for short runs)."""
+    longest = max((len(points) for run in runs for points in run.series.values()), default=0)
+    return max(1, round(longest / 25))
+
+
+def _significant(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT}g}")
+
+
+def _panel_series(panel, keys: list[str], run: Run) -> list[dict]:
+    """The run's points of the panel's keys; a ``shares`` panel's counts become shares of their per-step sum."""
+    series = {key: dict(run.series[key]) for key in keys if run.series.get(key)}
+    if panel.shares and series:
+        totals: dict[int, float] = {}
+        for points in series.values():
+            for step, value in points.items():
+                totals[step] = totals.get(step, 0.0) + value
+        series = {key: {step: value / totals[step] for step, value in points.items() if totals[step] > 0} for key, points in series.items()}
+    out = []
+    for key, points in series.items():
+        steps = sorted(points)
+        if steps:
+            out.append({"run": run.name, "key": key, "steps": steps, "values": [_significant(points[s]) for s in steps]})
+    return out
+
+
 def chart_data(runs: Sequence[Run]) -> list[dict]:
-    """Per section, the panels with their series (``drawn``) and the titles no run logged (``missing``)."""
+    """Per section, the panels with their series (``panels``) and those no run logged at all (``missing``)."""
     logged = set().union(*(run.series for run in runs)) if runs else set()
     sections = []
     for section in SECTIONS:
         drawn, missing = [], []
         for panel in section.panels:
             keys = [key for pattern in panel.keys for key in matching(pattern, logged)]
-            series = [
-                {"run": run.name, "key": key, "points": sorted(run.series[key])}
-                for run in runs
-                for key in keys
-                if run.series.get(key)
-            ]
+            series = [s for run in runs for s in _panel_series(panel, keys, run)]
             if series:
-                drawn.append({"title": panel.title, "description": panel.description, "keys": keys, "series": series})
+                drawn.append(
+                    {"title": panel.title, "description": panel.description, "reading": panel.reading,
+                     "shares": panel.shares, "keys": keys, "series": series}
+                )  # fmt: skip
             else:
-                missing.append({"title": panel.title, "keys": list(panel.keys), "needs": panel.needs})
+                missing.append({"title": panel.title, "keys": list(panel.keys), "needs": NEEDS_WORDS[panel.needs]})
         sections.append({"name": section.name, "panels": drawn, "missing": missing})
     return sections
+
+
+def key_label(key: str, shares: bool) -> str:
+    """A small chart's title inside a panel: the critique sign of a count key, else the key."""
+    if shares:
+        return {"pos": "+1", "zero": "0", "neg": "-1"}.get(key.rsplit("/", 1)[-1], key) + " share"
+    return key
+
+
+def grouped(panel: dict, key: str, groups: dict[str, str], window: int) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per group: steps, mean, lowest and highest over its runs of the key's moving averages (the PNGs')."""
+    by_group: dict[str, dict[int, list[float]]] = {}
+    for series in panel["series"]:
+        if series["key"] != key:
+            continue
+        smooth = moving_average(series["values"], window)
+        steps = by_group.setdefault(groups[series["run"]], {})
+        for step, value in zip(series["steps"], smooth):
+            steps.setdefault(step, []).append(value)
+    out = {}
+    for group, steps in by_group.items():
+        order = sorted(steps)
+        values = [np.asarray(steps[s]) for s in order]
+        out[group] = (np.asarray(order), np.array([v.mean() for v in values]), np.array([v.min() for v in values]), np.array([v.max() for v in values]))
+    return out
+
+
+def moving_average(values: Sequence[float], window: int) -> np.ndarray:
+    """Trailing mean over up to ``window`` points (shorter at the start); the page's smoothing is the same."""
+    x = np.asarray(values, dtype=float)
+    sums = np.cumsum(np.insert(x, 0, 0.0))
+    index = np.arange(1, len(x) + 1)
+    start = np.maximum(index - window, 0)
+    return (sums[index] - sums[start]) / (index - start)
 
 
 def _slug(text: str) -> str:
@@ -214,28 +338,35 @@ def _slug(text: str) -> str:
 
 
 def write_pngs(sections: Sequence[dict], runs: Sequence[Run], folder: Path) -> list[Path]:
-    """One matplotlib PNG per drawn panel (same series as the page); returns the paths."""
+    """One matplotlib PNG per drawn panel: per key a small chart, per group its mean and band, the page's colours."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
-    colours = {run.name: f"C{i % 10}" for i, run in enumerate(runs)}
-    styles = ("-", "--", ":", "-.")
+    groups = {run.name: run.group or run.name for run in runs}
+    styles = group_styles(list(dict.fromkeys(groups.values())))
+    window = smoothing_window(runs)
     written = []
     for section in sections:
         for panel in section["panels"]:
-            fig, ax = plt.subplots(figsize=(6, 3.6))
-            for series in panel["series"]:
-                steps, values = zip(*series["points"])
-                style = styles[panel["keys"].index(series["key"]) % len(styles)]
-                label = series["run"] if len(panel["keys"]) == 1 else f"{series['run']}: {series['key']}"
-                ax.plot(steps, values, style, color=colours[series["run"]], marker=".", label=label)
-            ax.set_title(f"{section['name']}: {panel['title']}", fontsize=10)
-            ax.set_xlabel("step")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            fig, axes = plt.subplots(1, len(panel["keys"]), figsize=(3.4 * len(panel["keys"]) + 2.6, 3.6), squeeze=False)
+            for ax, key in zip(axes[0], panel["keys"]):
+                for group, (steps, mean, low, high) in grouped(panel, key, groups, window).items():
+                    style = styles[group]
+                    dash = tuple(float(x) for x in style["dash"].split()) if style["dash"] else None
+                    (line,) = ax.plot(steps, mean, color=style["colour"], label=group, linewidth=1.6)
+                    if dash:
+                        line.set_dashes(dash)
+                    ax.fill_between(steps, low, high, color=style["colour"], alpha=0.18, linewidth=0)
+                if len(panel["keys"]) > 1:
+                    ax.set_title(key_label(key, panel["shares"]), fontsize=9)
+                ax.set_xlabel("step")
+                ax.grid(alpha=0.3)
+            axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+            smoothing = f" (moving average over {window} steps)" if window > 1 else ""
+            fig.suptitle(f"{section['name']}: {panel['title']}{smoothing}", fontsize=10)
             fig.tight_layout()
             path = folder / f"{_slug(section['name'])}--{_slug(panel['title'])}.png"
             fig.savefig(path, dpi=90)
@@ -250,19 +381,38 @@ def _script_json(value) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def render(runs: Sequence[Run], title: str = "AReW report") -> str:
+def compact_episode(episode: dict) -> dict:
+    """The episode as embedded: turns as lists in :data:`TURN_FIELDS` order."""
+    return {**episode, "turns": [[turn[f] for f in TURN_FIELDS] for turn in episode["turns"]]}
+
+
+def sample_episodes(runs: Sequence[Run]) -> list[list[dict]]:
+    """Each run's embedded episodes: an even share of :data:`EPISODE_BYTES` (and :data:`MAX_EPISODES`), evenly spaced."""
+    compacted = [[compact_episode(e) for e in run.episodes] for run in runs]
+    count = sum(map(len, compacted))
+    if not count:
+        return compacted
+    mean_bytes = sum(len(json.dumps(e)) for episodes in compacted for e in episodes) / count
+    cap = max(1, min(MAX_EPISODES, int(EPISODE_BYTES / mean_bytes)) // max(len(runs), 1))
+    return [_thin(episodes, cap) for episodes in compacted]
+
+
+def render(runs: Sequence[Run], title: str = "AReW report", group_by: str = "auto", group_pattern: str | None = None) -> str:
     """The page's HTML: the template with the data embedded as JSON."""
-    cap = MAX_EPISODES // max(len(runs), 1)
-    kept = [_thin(run.episodes, cap) for run in runs]
-    episodes = [episode for run_episodes in kept for episode in run_episodes]
+    groups = assign_groups(runs, group_by, group_pattern)
+    styles = group_styles(groups)
+    kept = sample_episodes(runs)
     data = {
         "title": title,
+        "groups": [{"name": g, **styles[g], "runs": [r.name for r in runs if r.group == g]} for g in groups],
         "runs": [
-            {"name": run.name, "problems": run.problems, "episodes": len(run.episodes), "shown": len(k)}
+            {"name": run.name, "group": run.group, "problems": run.problems, "episodes": len(run.episodes), "shown": len(k)}
             for run, k in zip(runs, kept)
         ],
+        "smoothing": smoothing_window(runs),
         "sections": chart_data(runs),
-        "episodes": episodes,
+        "turn_fields": list(TURN_FIELDS),
+        "episodes": [episode for run_episodes in kept for episode in run_episodes],
     }
     template = resources.files("arew.reporting").joinpath("report_template.html").read_text(encoding="utf-8")
     return template.replace("__AREW_TITLE__", _html_text(title)).replace("__AREW_DATA__", _script_json(data))
@@ -279,7 +429,14 @@ def _html_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def build(paths: Sequence[str | Path], out: str | Path, pngs: bool = True, stderr=sys.stderr) -> Path:
+def build(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    pngs: bool = True,
+    stderr=sys.stderr,
+    group_by: str = "auto",
+    group_pattern: str | None = None,
+) -> Path:
     """Write the report for ``paths`` to ``out`` (and its PNGs to ``<out stem>_png/``); returns ``out``."""
     out = Path(out)
     runs = load_runs(paths)
@@ -287,7 +444,7 @@ def build(paths: Sequence[str | Path], out: str | Path, pngs: bool = True, stder
         for what, count in sorted(run.problems.items()):
             print(f"arew report: {run.name}: {what} (x{count})", file=stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(runs), encoding="utf-8")
+    out.write_text(render(runs, group_by=group_by, group_pattern=group_pattern), encoding="utf-8")
     if pngs:
         write_pngs(chart_data(runs), runs, out.with_name(f"{out.stem}_png"))
     return out
@@ -296,8 +453,27 @@ def build(paths: Sequence[str | Path], out: str | Path, pngs: bool = True, stder
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", help="run folders (metrics.jsonl, rollouts/*.jsonl, episodes.jsonl) or metrics files")
     parser.add_argument("--out", default="report.html", help="HTML file to write (default: report.html); PNGs go to <stem>_png/")
+    parser.add_argument(
+        "--group-by",
+        choices=GROUP_BY,
+        default="auto",
+        help="auto (default): the group each run recorded (the lab's variant; the trainer's W&B group, else its experiment "
+        "name), else the run's name without a trailing seed part (runs/x/seed0 -> runs/x); name: that name rule only; "
+        "none: every run alone",
+    )
+    parser.add_argument(
+        "--group-pattern",
+        default=None,
+        metavar="REGEX",
+        help="group runs by a regex searched in their names (the first capture group, or the whole match); overrides --group-by",
+    )
 
 
 def main(args: argparse.Namespace) -> None:
-    path = build(args.runs, args.out)
+    if args.group_pattern is not None:
+        try:
+            re.compile(args.group_pattern)
+        except re.error as error:
+            raise SystemExit(f"arew report: --group-pattern {args.group_pattern!r} is not a regex: {error}") from None
+    path = build(args.runs, args.out, group_by=args.group_by, group_pattern=args.group_pattern)
     print(f"arew report: {path}")

@@ -2,7 +2,7 @@
 
 ``python -m arew.reporting.screenshot RUN_DIR [RUN_DIR...] OUT.png`` builds the report of the
 runs, opens it from ``file://``, clicks the first episode with applied critiques of both signs and
-saves a screenshot of the first chart sections (the others folded) and the viewer. The browser test uses :func:`browser` too, so
+saves a screenshot of the first two chart sections (the others folded) and the viewer. The browser test uses :func:`browser` too, so
 the README's screenshot and the test run the same browser setup. Playwright's own browser
 downloads are not used: the system's ``/usr/bin/chromium`` (Debian package ``chromium``) is.
 """
@@ -56,6 +56,7 @@ def screenshot(runs: list[str], out: Path) -> Path:
         with browser() as context:
             page = context.new_page()
             page.goto(page_path.resolve().as_uri())
+            page.wait_for_function("window.arewReady !== undefined")
             page.select_option("#f-source", "applied")  # an episode the advantage stage reweighted
             page.select_option("#f-pattern", "both:")
             rows = page.locator("tr.episode")

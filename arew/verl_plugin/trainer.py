@@ -46,6 +46,7 @@ from arew.metrics.rollouts import (
     decisions_of,
     sample_indices,
     table,
+    write_run_record,
 )
 from arew.metrics.selflock import selflock_metrics
 from arew.metrics.wandb_credentials import has_wandb_credentials
@@ -374,7 +375,10 @@ class AReWTrainer(PPOTrainerSync):
         """Append the rows to ``<folder>/<split>.jsonl`` and, with the wandb logger, log them as the ``rollouts/<split>`` table."""
         if not rows:
             return
-        append_jsonl(settings.folder(self.config.trainer.get("default_local_dir")) / f"{split}.jsonl", rows)
+        folder = settings.folder(self.config.trainer.get("default_local_dir"))
+        append_jsonl(folder / f"{split}.jsonl", rows)
+        # the group the report draws this run in: W&B's run group when set, else the experiment name its seeds share
+        write_run_record(folder, os.environ.get("WANDB_RUN_GROUP") or str(self.config.trainer.experiment_name))
         tracking = getattr(self, "logger", None)  # verl's Tracking, made in fit()
         if settings.wandb and tracking is not None and "wandb" in getattr(tracking, "logger", {}):
             import wandb

@@ -62,6 +62,7 @@ def runs_dir(tmp_path_factory):
 
 
 ROLLOUTS_PER_STEP = 6  # of the step's 8 episodes: a sample, not all of them
+GRPO_GROUP = "e2e-grpo-as_bt"  # the W&B run group the grpo run records for arew report
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,8 @@ def grpo(runs_dir):
         f"algorithm.arew.dump_dir={runs_dir / 'grpo' / 'dumps'}",
         "trainer.logger=[console,file,wandb]",
         f"arew_rollouts.per_step={ROLLOUTS_PER_STEP}",
-        env={"WANDB_MODE": "offline", "WANDB_DIR": str(runs_dir / "grpo" / "wandb"), "WANDB_SILENT": "true"},
+        env={"WANDB_MODE": "offline", "WANDB_DIR": str(runs_dir / "grpo" / "wandb"), "WANDB_SILENT": "true",
+             "WANDB_RUN_GROUP": GRPO_GROUP},  # fmt: skip
     )
 
 
@@ -555,5 +557,36 @@ def test_the_offline_report_reads_the_runs_metrics_and_rollouts(grpo, tmp_path):
     assert splits == ["train"] * (2 * ROLLOUTS_PER_STEP) + ["val"] * 4
     drawn = {p["title"] for s in report.chart_data([run]) for p in s["panels"]}
     assert {"Training reward", "Validation reward", "AS proxy", "I_AS (nats)", "Both-signs share"} <= drawn
+    assert run.recorded_group == GRPO_GROUP  # rollouts/run.json: W&B's run group
     page = report.build([grpo.folder], tmp_path / "report.html", pngs=False)
     assert page.stat().st_size > 0
+
+
+@pytest.mark.browser
+def test_the_trainer_runs_report_in_a_browser_draws_its_group_and_reads_an_episode(grpo, tmp_path):
+    """The page of a real trainer run in Chromium: the run drawn as its W&B group in one colour on every chart and
+    in the viewer, and a reweighted episode read decision by decision (timeline cells = turns, λu bars drawn)."""
+    from report_checks import PAGE_LIMIT_BYTES, artifact, assert_one_colour_per_group, open_report
+
+    from arew.reporting import report
+    from arew.reporting.screenshot import browser
+
+    out = report.build([grpo.folder], tmp_path / "report.html", pngs=False)
+    assert out.stat().st_size < PAGE_LIMIT_BYTES
+    with browser() as context:
+        page, problems = open_report(context, out)
+        assert page.locator(".group-toggle").all_inner_texts() == [f"{GRPO_GROUP} (1)"]
+        assert page.locator("svg.chart").count() == page.locator("path.mean").count() > 10  # one line per chart
+        assert_one_colour_per_group(page, [GRPO_GROUP])
+        assert page.locator("tr.episode").count() == 2 * ROLLOUTS_PER_STEP + 4
+        page.select_option("#f-split", "train")
+        page.select_option("#f-source", "applied")
+        page.select_option("#f-pattern", "both:")
+        rows = page.locator("tr.episode")
+        assert rows.count() > 0
+        rows.first.click()
+        turns = page.locator("#episode-detail .turn")
+        assert page.locator("#episode-detail svg.timeline rect.cell").count() == turns.count() > 0
+        assert page.locator("#episode-detail svg.timeline rect.coefficient-bar").count() > 0
+        page.screenshot(path=str(artifact("report-trainer-run.png")), full_page=True)
+    assert problems == []

@@ -26,4 +26,17 @@ def test_missing_keys_names_what_a_run_did_not_log():
 
 def test_unknown_needs_is_refused():
     with pytest.raises(ValueError, match="needs must be one of"):
-        Panel("x", ("a",), "b", needs="sometimes")
+        Panel("x", ("a",), "b", healthy="up", locked="flat", needs="sometimes")
+
+
+def test_every_panel_says_what_healthy_and_self_locked_look_like():
+    with pytest.raises(ValueError, match="healthy and a self-locked"):
+        Panel("x", ("a",), "b", healthy="up", locked=" ")
+    assert all(p.healthy and p.locked for p in panels())
+
+
+def test_the_critique_count_panels_are_drawn_as_shares_of_their_three_counts():
+    shared = {p.title: p.keys for p in panels() if p.shares}
+    assert shared == {"AS critiques": ("arew/as/pos", "arew/as/zero", "arew/as/neg"), "BT critiques": ("arew/bt/pos", "arew/bt/zero", "arew/bt/neg")}
+    with pytest.raises(ValueError, match="at least two"):
+        Panel("x", ("a",), "b", healthy="up", locked="flat", shares=True)

@@ -12,6 +12,7 @@ import torch
 from arew.lab import export
 from arew.lab.config import LabConfig, parse_variant
 from arew.lab.train import LOG_COLUMNS, train_run
+from arew.metrics.rollouts import write_run_record
 from arew.reporting import report
 from arew.reporting.panels import SECTIONS, panels
 
@@ -97,7 +98,8 @@ def test_model_text_cannot_break_out_of_the_data_script(tmp_path, make_run, make
     html = report.render(report.load_runs([run]), title="<b>t</b>")
     assert "<img src=x" not in html and 'alert("x")</script>' not in html and "<b>t</b>" not in html
     assert html.count("</script>") == 2  # the data element's and the program's, nothing from the data
-    assert embedded(html)["episodes"][0]["turns"][0]["agent"] == INJECTION + " #0"
+    data = embedded(html)
+    assert data["episodes"][0]["turns"][0][data["turn_fields"].index("agent")] == INJECTION + " #0"
 
 
 def test_pngs_one_per_drawn_panel(two_runs, tmp_path):
@@ -176,13 +178,15 @@ def test_exported_coefficient_is_the_reweighted_minus_the_base_advantage(name):
     assert result.critique_stats[0]["arew/as/pos"] == float((stage.injection.labels.view(8, -1)[:, 0::2] == 1).sum())
 
 
-def test_vanilla_exports_critiques_without_applied_values_and_no_arew_metrics(tmp_path):
+def test_vanilla_exports_critiques_without_applied_values_and_only_the_monitors_arew_metrics(tmp_path):
     config = LabConfig(steps=2, episodes_per_step=4, group_size=4, train_tasks=8, test_tasks=4, hidden=8, replay_samples=20)
     result = train_run(config, parse_variant("grpo-vanilla"), 0)
-    export.write_run(tmp_path / "run", result.log, result.critique_stats, result.rollouts)
+    export.write_run(tmp_path / "run", result.log, result.critique_stats, result.rollouts, "grpo-vanilla")
     (run,) = report.load_runs([tmp_path / "run"])
     assert run.problems == {}
-    assert not [k for k in run.series if k.startswith("arew/")]
+    # no critique statistics; the SynAct monitor's, as the trainer logs them for a vanilla GRPO run
+    assert not [k for k in run.series if k.startswith("arew/") and not k.startswith("arew/synact/")]
+    assert {"arew/synact/as/outcome_constant_share", "arew/synact/as/mi"} <= set(run.series)  # BT: no decision point (NaN)
     assert {export.METRIC_KEYS[c] for c in ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow")} <= set(run.series)
     assert len(run.episodes) == 2 * export.ROLLOUTS_PER_STEP
     assert all(t["applied"] is None and t["coefficient"] is None for e in run.episodes for t in e["turns"])
@@ -198,3 +202,120 @@ def test_too_many_episodes_are_thinned_evenly_per_run(two_runs, monkeypatch):
     data = embedded(report.render(report.load_runs(two_runs)))
     assert [(r["name"], r["episodes"], r["shown"]) for r in data["runs"]] == [("a", 4, 2), ("b", 2, 2)]
     assert [(e["run"], e["step"]) for e in data["episodes"]] == [("a", 1), ("a", 3), ("b", 1), ("b", 2)]
+
+
+# --- groups, shares and the page's weight ------------------------------------------------------
+
+
+def _named_runs(tmp_path, make_run, names, group=None):
+    folders = []
+    for name in names:
+        folder = make_run(tmp_path / name, [{"step": s, "data": {"critic/score/mean": s / 10}} for s in (1, 2)], [])
+        if group is not None:
+            write_run_record(folder / "rollouts", group)
+        folders.append(folder)
+    return folders
+
+
+@pytest.mark.parametrize(
+    ("names", "groups"),
+    [
+        (["lab/ppo-as/seed0", "lab/ppo-as/seed1", "lab/grpo-as/seed0"], ["ppo-as", "ppo-as", "grpo-as"]),
+        (["exp-seed_2", "exp-seed3", "exp_s4", "other"], ["exp", "exp", "exp", "other"]),
+        (["seedling", "x/seeds1"], ["seedling", "seeds1"]),  # no seed part: a run alone
+    ],
+)
+def test_auto_groups_strip_a_trailing_seed_part(tmp_path, make_run, names, groups):
+    runs = report.load_runs(_named_runs(tmp_path, make_run, names))
+    assert report.assign_groups(runs) == list(dict.fromkeys(groups))
+    assert [r.group for r in runs] == groups
+
+
+def test_a_recorded_group_wins_unless_grouping_by_name_or_pattern(tmp_path, make_run):
+    runs = report.load_runs(_named_runs(tmp_path, make_run, ["a/seed0", "b/seed0"], group="pe-g-s2-as_bt"))
+    assert report.assign_groups(runs, "auto") == ["pe-g-s2-as_bt"]
+    assert report.assign_groups(runs, "name") == ["a", "b"]
+    assert report.assign_groups(runs, "none") == ["a/seed0", "b/seed0"]
+    assert report.assign_groups(runs, "auto", pattern=r"^(\w)/") == ["a", "b"]
+    assert report.assign_groups(runs, "auto", pattern=r"seed\d") == ["seed0"]  # no capture group: the match
+    assert report.assign_groups(runs, "auto", pattern=r"^zzz") == ["a/seed0", "b/seed0"]  # unmatched: alone
+    with pytest.raises(ValueError, match="group_by must be one of"):
+        report.assign_groups(runs, "variant")
+
+
+def test_a_broken_run_record_is_counted_and_the_name_rule_used(tmp_path, make_run):
+    (folder,) = _named_runs(tmp_path, make_run, ["v/seed1"])
+    (folder / "rollouts" / "run.json").write_text('{"group": 3}')
+    (run,) = report.load_runs([folder])
+    assert run.problems == {"rollouts/run.json: no group string": 1}
+    assert report.assign_groups([run]) == ["v"]
+
+
+def test_cli_refuses_a_pattern_that_is_not_a_regex(two_runs, tmp_path):
+    from arew.cli import main
+
+    with pytest.raises(SystemExit, match="--group-pattern"):
+        main(["report", *map(str, two_runs), "--group-pattern", "(", "--out", str(tmp_path / "r.html")])
+
+
+def test_groups_keep_their_colour_and_more_than_ten_get_dashes():
+    styles = report.group_styles([f"g{i}" for i in range(12)])
+    assert len({styles[f"g{i}"]["colour"] for i in range(10)}) == 10
+    assert styles["g10"]["colour"] == styles["g0"]["colour"] and styles["g10"]["dash"] != styles["g0"]["dash"]
+
+
+def test_critique_counts_are_drawn_as_shares_of_the_steps_decisions(two_runs):
+    sections = {s["name"]: s for s in report.chart_data(report.load_runs(two_runs))}
+    bt = next(p for p in sections["BT channel"]["panels"] if p["title"] == "BT critiques")
+    assert bt["shares"] is True
+    values = {s["key"]: s["values"] for s in bt["series"]}
+    # run a logs pos, zero, neg = 2 + 0.1 s, 3 + 0.1 s, 4 + 0.1 s at step s (conftest's steps())
+    for i, step in enumerate((1, 2, 3)):
+        total = 9 + 0.3 * step
+        assert values["arew/bt/pos"][i] == pytest.approx((2 + 0.1 * step) / total, rel=1e-4)
+        assert sum(v[i] for v in values.values()) == pytest.approx(1.0, rel=1e-4)
+
+
+def test_grouped_gives_mean_and_band_over_the_groups_runs():
+    panel = {"series": [
+        {"run": "x/seed0", "key": "k", "steps": [1, 2, 3], "values": [0.0, 2.0, 4.0]},
+        {"run": "x/seed1", "key": "k", "steps": [1, 2], "values": [2.0, 2.0]},
+        {"run": "y/seed0", "key": "k", "steps": [1], "values": [5.0]},
+    ]}  # fmt: skip
+    groups = {"x/seed0": "x", "x/seed1": "x", "y/seed0": "y"}
+    steps, mean, low, high = report.grouped(panel, "k", groups, window=1)["x"]
+    assert steps.tolist() == [1, 2, 3] and mean.tolist() == [1.0, 2.0, 4.0]
+    assert low.tolist() == [0.0, 2.0, 4.0] and high.tolist() == [2.0, 2.0, 4.0]
+    steps, mean, _, _ = report.grouped(panel, "k", groups, window=2)["x"]
+    assert mean.tolist() == [1.0, 1.5, 3.0]  # seed0 smoothed to 0, 1, 3; seed1 to 2, 2
+
+
+def test_a_default_lab_sized_page_stays_under_five_megabytes(tmp_path, make_run, make_episode):
+    """27 runs (9 variants x 3 seeds) of 120 steps, every panel key a lab run logs, 4 episodes of 20 decisions per
+    step with the lab's texts: 12,960 episodes, 25 MB of rollout JSONL, thinned to the byte budget."""
+    keys = ["critic/score/mean", "episode/proxy_as_mean/mean", "episode/proxy_bt_mean/mean", "episode/proxy_c_bt/mean",
+            "episode/proxy_bt_follow/mean", "episode/proxy_i_as_nats/mean", "selflock/corr_as_reward",
+            "selflock/corr_as_oracle", "selflock/corr_gap", "selflock/oracle_reward_gap",
+            *(f"arew/{c}/{k}" for c in ("as", "bt") for k in ("pos", "zero", "neg", "accuracy", "both_signs_frac")),
+            "arew/both_signs_frac", "arew/abs_coef_per_token", "arew/abs_coef_per_traj", "arew/pos_neg_token_ratio",
+            "arew/strength_factor", *(f"arew/synact/{c}/{k}" for c in ("as", "bt") for k in ("mi", "outcome_constant_share"))]  # fmt: skip
+    text = "You asked whether the user prefers movie 4 to movie 7 on attributes 2, 3. User: No.\nNow state your updated estimate."
+    folders = []
+    for v in range(9):
+        for seed in range(3):
+            metrics = [{"step": s, "data": {k: (s * 0.0123456789 + i + v) % 1.7 for i, k in enumerate(keys)}} for s in range(1, 121)]
+            episodes = [make_episode(s, 0.5, [1, -1, 0, 1] * 5, agent="<interact>0.55, 0.50, 0.50, 0.50, 0.45, 0.50</interact>")
+                        for s in range(1, 121) for _ in range(4)]  # fmt: skip
+            for e in episodes:
+                for t in e["turns"]:
+                    t["feedback"] = text
+            folders.append(make_run(tmp_path / f"variant{v}" / f"seed{seed}", metrics, episodes))
+    runs = report.load_runs(folders)
+    html = report.render(runs)
+    data = embedded(html)
+    assert len(html.encode()) < 5_000_000
+    assert [g["name"] for g in data["groups"]] == [f"variant{v}" for v in range(9)]
+    shown = [r["shown"] for r in data["runs"]]
+    assert min(shown) == max(shown) >= 10  # an even share per run, still enough to read
+    steps = [e["step"] for e in data["episodes"] if e["run"] == "variant0/seed0"]
+    assert steps[0] == 1 and steps[-1] == 120  # spread over the whole run
