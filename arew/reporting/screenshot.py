@@ -64,6 +64,7 @@ def screenshot(runs: list[str], out: Path) -> Path:
                 rows.first.click()
             # one picture of both halves: the first two chart sections stay open, the others fold
             page.evaluate("document.querySelectorAll('details.section').forEach((d, i) => { d.open = i < 2; })")
+            page.evaluate("window.scrollTo(0, 0)")  # the sticky controls belong at the top of the picture
             out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(out), full_page=True)
     return out
