@@ -24,6 +24,8 @@ WINDOWS = ("all", "first", "last")
 ON_INVALID = ("raise", "drop")
 SYNACT_CRITIQUES = ("off", "only", "fill")
 DIRECTIONS = ("auto", "outcome", "increment")
+GIGPO_MATCHES = ("exact", "similar")
+TURN_NORMS = ("pooled", "per_turn")
 
 AReWConfigError = ConfigError  # the name arew.core's callers catch; the message names the full key
 
@@ -156,6 +158,38 @@ class AdaptiveConfig:
 
 
 @dataclass(frozen=True)
+class CreditConfig:
+    """Turn-level credit assignment (:mod:`arew.core.credit`): GiGPO, turn-level GAE and turn-level GRPO."""
+
+    DOC: ClassVar[str] = (
+        "Turn-level credit assignment estimators (arew.core.credit): GiGPO (A_E + omega*A_S over step groups), turn-level GAE "
+        "(the decisions are the time steps) and turn-level GRPO (A_E + beta*A_T with the critique as turn reward)"
+    )
+
+    gigpo_step_weight: float = setting(1.0, "GiGPO's omega: weight of the step-level advantage A_S added to the episode-level A_E", low=0)
+    gigpo_match: str = setting(
+        "exact",
+        "How GiGPO forms step groups inside a prompt group: exact (same state key) | similar (same turn index and earlier actions agreeing at a share >= gigpo_similarity, connected components)",
+        choices=GIGPO_MATCHES,
+    )
+    gigpo_similarity: float = setting(
+        0.8,
+        "gigpo_match=similar: smallest share of the earlier turns whose action keys agree for two decisions to be similar (1: the whole earlier action sequence)",
+        above=0,
+        high=1,
+    )
+    norm_by_std: bool = setting(True, "GiGPO's and turn GRPO's group statistics divide by the group's std (false: only subtract the mean)")
+    turn_gamma: float = setting(1.0, "Discount across turns: GiGPO's step return gamma^(n-1-t)*outcome and turn GAE's gamma", low=0, high=1)
+    turn_lambda: float = setting(1.0, "Turn GAE's lambda (1: the Monte Carlo turn return minus V_t)", low=0, high=1)
+    turn_grpo_weight: float = setting(1.0, "Turn GRPO's beta: weight of the normalised turn term A_T added to the episode-level A_E", low=0)
+    turn_norm: str = setting(
+        "pooled",
+        "Turn GRPO's statistics for A_T: pooled (over all decisions of the prompt group; no length bias) | per_turn (over the group's decisions at the same turn index, MT-GRPO)",
+        choices=TURN_NORMS,
+    )
+
+
+@dataclass(frozen=True)
 class AReWConfig:
     DOC: ClassVar[str] = "The critique reweighting (arew.core), read by the AReW advantage estimators"
 
@@ -198,6 +232,7 @@ class AReWConfig:
     synact: SynActConfig = subsection(SynActConfig)
     quality: QualityConfig = subsection(QualityConfig)
     adaptive: AdaptiveConfig = subsection(AdaptiveConfig)
+    credit: CreditConfig = subsection(CreditConfig)
 
     @property
     def enabled_channels(self) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ class Run:
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # key -> [(step, value)]
     episodes: list[dict] = field(default_factory=list)
     problems: dict[str, int] = field(default_factory=dict)  # what went wrong -> how often
+    undefined: set[str] = field(default_factory=set)  # keys logged as null or NaN (not measured that step)
 
     def problem(self, what: str, count: int = 1) -> None:
         self.problems[what] = self.problems.get(what, 0) + count
@@ -105,7 +106,8 @@ def read_metrics(path: Path, run: Run) -> None:
             continue
         for key, value in data.items():
             if value is None or (isinstance(value, float) and math.isnan(value)):
-                continue  # not measured this step (an undefined correlation, no estimate): the trainer's own gap
+                run.undefined.add(str(key))  # not measured this step (an undefined correlation, no estimate): the trainer's own gap
+                continue
             number = _number(value)
             if number is None:
                 run.problem(f"{path.name}: non-numeric or infinite value")
@@ -280,11 +282,13 @@ def _panel_series(panel, keys: list[str], run: Run) -> list[dict]:
 
 
 def chart_data(runs: Sequence[Run]) -> list[dict]:
-    """Per section, the panels with their series (``panels``) and those no run logged at all (``missing``)."""
+    """Per section, the panels with their series (``panels``), those some run logged without a value at any step
+    (``undefined``: e.g. a correlation over constant rewards) and those no run logged at all (``missing``)."""
     logged = set().union(*(run.series for run in runs)) if runs else set()
+    undefined = set().union(*(run.undefined for run in runs)) if runs else set()
     sections = []
     for section in SECTIONS:
-        drawn, missing = [], []
+        drawn, without, missing = [], [], []
         for panel in section.panels:
             keys = [key for pattern in panel.keys for key in matching(pattern, logged)]
             series = [s for run in runs for s in _panel_series(panel, keys, run)]
@@ -293,9 +297,11 @@ def chart_data(runs: Sequence[Run]) -> list[dict]:
                     {"title": panel.title, "description": panel.description, "reading": panel.reading,
                      "shares": panel.shares, "keys": keys, "series": series}
                 )  # fmt: skip
+            elif any(matching(pattern, undefined) for pattern in panel.keys):
+                without.append({"title": panel.title, "keys": list(panel.keys)})
             else:
                 missing.append({"title": panel.title, "keys": list(panel.keys), "needs": NEEDS_WORDS[panel.needs]})
-        sections.append({"name": section.name, "panels": drawn, "missing": missing})
+        sections.append({"name": section.name, "panels": drawn, "undefined": without, "missing": missing})
     return sections
 
 

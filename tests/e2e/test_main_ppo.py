@@ -588,5 +588,6 @@ def test_the_trainer_runs_report_in_a_browser_draws_its_group_and_reads_an_episo
         turns = page.locator("#episode-detail .turn")
         assert page.locator("#episode-detail svg.timeline rect.cell").count() == turns.count() > 0
         assert page.locator("#episode-detail svg.timeline rect.coefficient-bar").count() > 0
+        page.evaluate("window.scrollTo(0, 0)")  # the sticky controls at the top of the picture
         page.screenshot(path=str(artifact("report-trainer-run.png")), full_page=True)
     assert problems == []

@@ -319,3 +319,13 @@ def test_a_default_lab_sized_page_stays_under_five_megabytes(tmp_path, make_run,
     assert min(shown) == max(shown) >= 10  # an even share per run, still enough to read
     steps = [e["step"] for e in data["episodes"] if e["run"] == "variant0/seed0"]
     assert steps[0] == 1 and steps[-1] == 120  # spread over the whole run
+
+
+def test_a_panel_logged_only_as_null_is_told_apart_from_one_never_logged(tmp_path, make_run):
+    metrics = [{"step": s, "data": {"critic/score/mean": 0.0, "selflock/corr_as_reward": None, "arew/as/accuracy": float("nan")}} for s in (1, 2)]
+    run = make_run(tmp_path / "r", metrics, [])
+    sections = {s["name"]: s for s in report.chart_data(report.load_runs([run]))}
+    assert [m["title"] for m in sections["Self-locking"]["undefined"]] == ["AS proxy vs reward", "AS proxy vs reward, own and oracle (Obs. 2)"]
+    assert "AS proxy vs reward" not in [m["title"] for m in sections["Self-locking"]["missing"]]
+    assert [m["title"] for m in sections["Critiques"]["undefined"]] == ["Critique accuracy"]
+    assert "Correlation gap" in [m["title"] for m in sections["Self-locking"]["missing"]]

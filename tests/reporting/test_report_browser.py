@@ -95,6 +95,7 @@ def test_lab_report_draws_each_variant_once_per_chart_in_one_colour(lab_report):
         assert page.locator("#episode-detail svg.timeline rect.coefficient-bar").count() > 0  # a reweighted episode
         cells.nth(1).click()
         assert "focus" in turns.nth(1).get_attribute("class")
+        page.evaluate("window.scrollTo(0, 0)")  # the sticky controls at the top of the picture
         page.screenshot(path=str(artifact("report-lab.png")), full_page=True)
     assert problems == []
 
