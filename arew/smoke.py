@@ -23,7 +23,7 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 # tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
 PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
-ALGOS = ("grpo", "gspo", "ppo")
+ALGOS = tuple(sorted(path.stem for path in (CONFIG_DIR / "algo").glob("*.yaml")))  # the recipes' algorithms
 # rollout engine -> the CPU backend's config group (configs/backend/)
 BACKENDS = {"hf": "cpu", "vllm": "cpu_vllm"}
 # vLLM CPU sizes its KV cache from this (GiB); its own default (4) is more than a tiny run needs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One paper run on one 8-GPU node:  recipes/train.sh TASK ALGO VARIANT [extra Hydra overrides]
 #   TASK     pe-g-s2 | pe-g-s3 | pe-f-d6 | pe-f-d8 | mediq | flodial-easy | flodial-hard | tau2-solo | tau2-dual
-#   ALGO     ppo | grpo | gspo
+#   ALGO     ppo | grpo | gspo | gigpo | turn_gae | turn_grpo  (configs/algo/)
 #   VARIANT  vanilla | as_only | as_bt
 # Environment: AREW_MODEL_PATH (default Qwen/Qwen2.5-7B-Instruct), AREW_DATA_DIR (default ./data).
 # The task's data is prepared on first use; MediQ reads AREW_MEDIQ_SOURCE (the MediQ jsonl file,

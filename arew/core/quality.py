@@ -82,7 +82,7 @@ from arew.core.records import CHANNELS
 logger = logging.getLogger(__name__)
 
 CHANCE = 0.5
-CRITIC_ESTIMATORS = ("gae",)  # base advantage estimators with a per-step (critic) baseline
+CRITIC_ESTIMATORS = ("gae", "turn_gae")  # base advantage estimators with a per-step (critic) baseline
 POOLED = ""  # the state over both channels together (grouping=pooled); its metrics have no channel in the key
 
 

@@ -21,6 +21,10 @@ One advantage computation (``arew.verl_plugin.estimators``), top to bottom:
    ``mode=intermediate_reward``, alpha * z_t added to the reward at the decision's last policy
    token: :func:`shape_rewards`.
 
+Section 9 states the turn-level credit-assignment estimators of :mod:`arew.core.credit` (GiGPO,
+turn-level GAE, turn-level GRPO) the same way: :func:`gigpo`, :func:`turn_gae`, :func:`turn_grpo`
+(``tests/core/test_credit.py`` checks them against the vectorised ones).
+
 Numbers are Python floats (IEEE doubles). Where the vectorised path stores a float32 (the
 coefficient painted on the tokens, the noise draws) :func:`float32` rounds the same way, so
 both paths give the same bits. Torch appears once, at the boundary: the noise draws are
@@ -632,3 +636,228 @@ def critique_stats(
         stats["arew/pos_neg_token_ratio"] = pos / neg
     stats["arew/critiqued_token_frac"] = (pos + neg) / max(model_tokens(batch), 1.0)
     return stats
+
+
+# ---- 9. turn-level credit assignment (arew.core.credit: GiGPO, turn-level GAE, turn-level GRPO) ------------------------
+
+CREDIT_EPSILON = 1e-6  # verl's GRPO epsilon
+
+
+@dataclass(frozen=True)
+class Credit:
+    """What a turn-level estimator gave one batch: per token advantages and returns (float32 values), per decision its value."""
+
+    rows: Values
+    returns: Values
+    decisions: Values
+    stats: dict[str, float]
+
+
+def grpo_episode_advantages(
+    outcomes: Sequence[float], groups: Sequence[int], norm_by_std: bool, precision: str = "float32"
+) -> list[float]:
+    """A_E, verl's GRPO outcome advantage: (outcome - mean) / (std + eps) within each group (unbiased std), or
+    outcome - mean; a group of one has mean 0 and std 1. As verl computes it in the outcome's precision: the
+    mean and std (taken in doubles, in batch order) rounded to it, then each operation rounded to it."""
+    cast = float32 if precision == "float32" else float
+    members: dict[int, list[float]] = {}
+    for g, o in zip(groups, outcomes):
+        members.setdefault(g, []).append(o)
+    statistics = {}
+    for g, scores in members.items():
+        if len(scores) == 1:
+            statistics[g] = (0.0, 1.0)
+            continue
+        mean = sum(scores) / len(scores)
+        std = math.sqrt(sum((s - mean) * (s - mean) for s in scores) / (len(scores) - 1))
+        statistics[g] = (cast(mean), cast(std))
+    out = []
+    for g, o in zip(groups, outcomes):
+        mean, std = statistics[g]
+        centred = cast(o - mean)
+        out.append(cast(centred / cast(std + cast(CREDIT_EPSILON))) if norm_by_std else centred)
+    return out
+
+
+def normalised(values: Sequence[float], norm_by_std: bool) -> list[float]:
+    """(v - mean) / (std + eps) over one group (unbiased std), or v - mean; all 0 for a group of one."""
+    n = len(values)
+    if n < 2:
+        return [0.0] * n
+    mean = sum(values) / n
+    centred = [v - mean for v in values]
+    if not norm_by_std:
+        return centred
+    std = math.sqrt(sum(c * c for c in centred) / (n - 1))
+    return [c / (std + CREDIT_EPSILON) for c in centred]
+
+
+def paint(batch: Sequence[Trajectory], per_decision: Values, per_sample: Sequence[float]) -> Values:
+    """Per token: the float32 value of the decision whose span holds it, the sample's value on the policy tokens
+    outside every span, 0 on every token the policy did not write."""
+    rows = []
+    for traj, row, background in zip(batch, per_decision, per_sample):
+        values = [float32(background) if p else 0.0 for p in traj.policy]
+        for d, v in zip(traj.decisions, row):
+            for t in traj.policy_tokens(d):
+                values[t] = float32(v)
+        rows.append(values)
+    return rows
+
+
+def _normalise_members(groups_of_members: Iterable[list[tuple[int, int]]], values: Values, norm_by_std: bool) -> Values:
+    """Each decision's :func:`normalised` value within its group of (trajectory, decision) members."""
+    out = [[0.0] * len(row) for row in values]
+    for members in groups_of_members:
+        for (i, k), v in zip(members, normalised([values[i][k] for i, k in members], norm_by_std)):
+            out[i][k] = v
+    return out
+
+
+def similar(earlier_a: Sequence[int], earlier_b: Sequence[int], similarity: float) -> bool:
+    """GiGPO's similar decisions at turn t = len(earlier_*): their earlier actions agree at a share >= similarity
+    of the t positions (every pair at t = 0), tested as matches >= similarity * t - 1e-9."""
+    t = len(earlier_a)
+    matches = sum(a == b for a, b in zip(earlier_a, earlier_b))
+    return matches >= similarity * t - 1e-9
+
+
+def step_groups(
+    batch: Sequence[Trajectory],
+    keys: Sequence[Sequence[tuple[int, int]] | None],
+    groups: Sequence[int],
+    match: str,
+    similarity: float,
+) -> list[list[tuple[int, int]]]:
+    """GiGPO's step groups, each a list of (trajectory, decision) in batch order.
+
+    ``exact``: the decisions of one prompt group with the same state key. ``similar``: within one
+    prompt group and one turn index t, the connected components of :func:`similar`. A decision
+    of a trajectory without keys (None) is a step group of its own.
+    """
+    buckets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    alone = []
+    for i, traj in enumerate(batch):
+        for k in range(len(traj.decisions)):
+            if keys[i] is None:
+                alone.append([(i, k)])
+            else:
+                bucket = (groups[i], keys[i][k][0] if match == "exact" else k)
+                buckets.setdefault(bucket, []).append((i, k))
+    if match == "exact":
+        return list(buckets.values()) + alone
+    components = []
+    for members in buckets.values():
+        actions = {(i, k): [keys[i][j][1] for j in range(k)] for i, k in members}
+        unseen = list(members)
+        while unseen:
+            component = [unseen.pop(0)]
+            frontier = list(component)
+            while frontier:
+                here = frontier.pop()
+                for other in list(unseen):
+                    if similar(actions[here], actions[other], similarity):
+                        unseen.remove(other)
+                        component.append(other)
+                        frontier.append(other)
+            components.append(sorted(component))
+    return components + alone
+
+
+def gigpo(
+    batch: Sequence[Trajectory],
+    outcomes: Sequence[float],
+    groups: Sequence[int],
+    keys: Sequence[Sequence[tuple[int, int]] | None],
+    config,
+    precision: str = "float32",
+) -> Credit:
+    """GiGPO (Feng et al. 2025): A = A_E + omega * A_S, with A_S the step return gamma^(n-1-t) * outcome normalised
+    within the decision's step group (0 in a group of one); tokens outside every decision get A_E."""
+    episode = grpo_episode_advantages(outcomes, groups, config.norm_by_std, precision)
+    step_returns = [[(config.turn_gamma ** (len(traj.decisions) - 1 - k)) * o for k in range(len(traj.decisions))] for traj, o in zip(batch, outcomes)]
+    members = step_groups(batch, keys, groups, config.gigpo_match, config.gigpo_similarity)
+    a_s = _normalise_members(members, step_returns, config.norm_by_std)
+    values = [[e + config.gigpo_step_weight * s for s in row] for e, row in zip(episode, a_s)]
+    rows = paint(batch, values, episode)
+    total = sum(len(row) for row in values)
+    stats = {
+        "arew/credit/gigpo/step_group_share": sum(len(m) for m in members if len(m) > 1) / total if total else 0.0,
+        "arew/credit/gigpo/step_group_size": total / len(members) if members else 0.0,
+        "arew/credit/gigpo/abs_step_advantage": sum(abs(s) for row in a_s for s in row) / total if total else 0.0,
+    }
+    return Credit(rows, [list(row) for row in rows], values, stats)
+
+
+def turn_gae(batch: Sequence[Trajectory], rewards: Values, values: Values, config) -> Credit:
+    """Turn-level GAE over each trajectory's decisions, by the backward recursion A_t = delta_t + gamma lambda A_{t+1}.
+
+    V_t = the value at the decision's first token; r_t = the rewards from its start to the next
+    decision's start (the last: to the response's end; the first also takes those before it);
+    delta_t = r_t + gamma V_{t+1} - V_t with V_n = 0; return_t = A_t + V_t. Tokens outside every
+    decision get the first decision's advantage and return; a trajectory without decisions is one
+    turn: outcome - V at its first policy token, return = outcome.
+    """
+    gamma, lam = config.turn_gamma, config.turn_lambda
+    advantages, returns, sample_advantages, sample_returns = [], [], [], []
+    for traj, reward_row, value_row in zip(batch, rewards, values):
+        n = len(traj.decisions)
+        if n == 0:
+            outcome = 0.0
+            for r in reward_row:
+                outcome += r
+            policy_positions = [t for t, p in enumerate(traj.policy) if p]
+            first_value = value_row[policy_positions[0]] if policy_positions else 0.0
+            advantages.append([])
+            returns.append([])
+            sample_advantages.append(outcome - first_value)
+            sample_returns.append(outcome)
+            continue
+        bounds = [0] + [d.start for d in traj.decisions[1:]] + [len(reward_row)]
+        turn_rewards = []
+        for t in range(n):
+            total = 0.0
+            for r in reward_row[bounds[t] : bounds[t + 1]]:
+                total += r
+            turn_rewards.append(total)
+        v = [value_row[d.start] for d in traj.decisions]
+        a = [0.0] * n
+        running = 0.0
+        for t in reversed(range(n)):
+            following = v[t + 1] if t + 1 < n else 0.0
+            delta = turn_rewards[t] + gamma * following - v[t]
+            running = delta + gamma * lam * running
+            a[t] = running
+        advantages.append(a)
+        returns.append([x + y for x, y in zip(a, v)])
+        sample_advantages.append(a[0])
+        sample_returns.append(returns[-1][0])
+    flat_advantages = [x for row in advantages for x in row]
+    stats = {
+        "arew/credit/turn_gae/abs_advantage": sum(abs(x) for x in flat_advantages) / len(flat_advantages) if flat_advantages else 0.0,
+        "arew/credit/turn_gae/samples_without_decisions": sum(not traj.decisions for traj in batch) / len(batch) if batch else 0.0,
+    }
+    return Credit(paint(batch, advantages, sample_advantages), paint(batch, returns, sample_returns), advantages, stats)
+
+
+def turn_grpo(
+    batch: Sequence[Trajectory], outcomes: Sequence[float], groups: Sequence[int], config, precision: str = "float32"
+) -> Credit:
+    """Turn-level GRPO (MT-GRPO, Zeng et al. 2025) with the critique z_t as turn reward: A = A_E + beta * A_T, A_T
+    = z_t normalised over the prompt group's decisions (``pooled``) or those at the same turn index (``per_turn``);
+    0 where that set holds one decision. Tokens outside every decision get A_E."""
+    episode = grpo_episode_advantages(outcomes, groups, config.norm_by_std, precision)
+    sets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for i, traj in enumerate(batch):
+        for k in range(len(traj.decisions)):
+            sets.setdefault((groups[i], 0 if config.turn_norm == "pooled" else k), []).append((i, k))
+    labels = [[float(d.label) for d in traj.decisions] for traj in batch]
+    a_t = _normalise_members(sets.values(), labels, config.norm_by_std)
+    values = [[e + config.turn_grpo_weight * x for x in row] for e, row in zip(episode, a_t)]
+    rows = paint(batch, values, episode)
+    total = sum(len(row) for row in values)
+    stats = {
+        "arew/credit/turn_grpo/abs_turn_term": sum(abs(x) for row in a_t for x in row) / total if total else 0.0,
+        "arew/credit/turn_grpo/labelled_share": sum(z != 0 for row in labels for z in row) / total if total else 0.0,
+    }
+    return Credit(rows, [list(row) for row in rows], values, stats)

@@ -31,10 +31,10 @@ try:
         cpu.activate()
 
     from arew.verl_plugin.agent_loop import CritiqueAgentLoop
-    from arew.verl_plugin.estimators import register_arew_estimator
+    from arew.verl_plugin.estimators import BUILTIN_BASES, register_arew_estimator
     from arew.verl_plugin.trainer import AReWTrainer
 
-    for _base in ("gae", "grpo"):
+    for _base in BUILTIN_BASES:
         register_arew_estimator(_base)
 
     import verl.workers.rollout.base

@@ -1,8 +1,13 @@
 """AReW advantage estimators registered in verl's ``core_algos`` registry.
 
-``arew_gae`` and ``arew_grpo`` are built in; ``arew_<name>`` wraps any other registered verl
-estimator (``register_arew_estimator("rloo")``, or simply ``algorithm.adv_estimator=arew_rloo``
-with the AReW trainer, which registers the wrapper on start-up).
+``arew_gae`` and ``arew_grpo`` are built in, and so are the turn-level credit-assignment
+baselines of :mod:`arew.core.credit`: ``arew_gigpo`` (GiGPO's episode plus step-group
+advantage), ``arew_turn_gae`` (GAE over decisions, with the critic) and ``arew_turn_grpo``
+(the outcome plus group-normalised per-turn critique rewards). Each is AReW over that base;
+with ``algorithm.arew.channels=off`` (the ``vanilla`` variant) it is the base alone.
+``arew_<name>`` wraps any other registered verl estimator (``register_arew_estimator("rloo")``,
+or simply ``algorithm.adv_estimator=arew_rloo`` with the AReW trainer, which registers the
+wrapper on start-up).
 
 verl hands a custom estimator only the rewards, the mask, the algorithm config and the uids.
 The per-sample critique records, the critic values and the trainer's global step come from
@@ -27,6 +32,8 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from arew.core import QualityTracker, Segments, parse_config, reweight, shape_rewards
+from arew.core.credit import gigpo_advantages, turn_gae_advantages, turn_grpo_advantages
+from arew.core.quality import CRITIC_ESTIMATORS
 from arew.core.synact import DecisionKeys, apply_synact, group_ids, synact
 
 ESTIMATOR_PREFIX = "arew_"
@@ -94,10 +101,38 @@ def _base_grpo(token_level_rewards, response_mask, config, index, **_):
     )
 
 
+def _base_gigpo(token_level_rewards, response_mask, config, context, segments, index, **_):
+    if context.decision_keys is None:
+        raise RuntimeError("arew_gigpo needs each decision's state key: the AReW agent loop records them (arew_agent)")
+    result = gigpo_advantages(
+        segments, token_level_rewards.sum(-1), response_mask, group_ids(index), context.decision_keys, parse_config(config.get("arew")).credit
+    )
+    context.metrics.update(result.stats)
+    return result.advantages, result.returns
+
+
+def _base_turn_gae(token_level_rewards, response_mask, config, values, context, segments, **_):
+    if values is None:
+        raise RuntimeError("arew_turn_gae needs critic values: set critic.enable=True")
+    result = turn_gae_advantages(segments, token_level_rewards, response_mask, values, parse_config(config.get("arew")).credit)
+    context.metrics.update(result.stats)
+    return result.advantages, result.returns
+
+
+def _base_turn_grpo(token_level_rewards, response_mask, config, context, segments, index, **_):
+    result = turn_grpo_advantages(segments, token_level_rewards.sum(-1), response_mask, group_ids(index), parse_config(config.get("arew")).credit)
+    context.metrics.update(result.stats)
+    return result.advantages, result.returns
+
+
+BUILTIN_BASES = {"gae": _base_gae, "grpo": _base_grpo, "gigpo": _base_gigpo, "turn_gae": _base_turn_gae, "turn_grpo": _base_turn_grpo}
+"""Bases written here (the others are verl's registered estimators, called through :func:`_registered_base`)."""
+
+
 def _registered_base(base: str):
     fn = core_algos.get_adv_estimator_fn(base)
 
-    def call(token_level_rewards, response_mask, config, values=None, **kwargs):
+    def call(token_level_rewards, response_mask, config, values=None, context=None, segments=None, **kwargs):
         return fn(token_level_rewards=token_level_rewards, response_mask=response_mask, config=config, **kwargs)
 
     return call
@@ -111,13 +146,13 @@ def _make_estimator(name: str, base_fn):
         excluded = batch.excluded if batch.excluded is not None and bool(batch.excluded.any()) else None
         if excluded is not None and kwargs.get("index") is not None:
             kwargs["index"] = _own_groups(kwargs["index"], excluded)
-        groups = None if base_fn is _base_gae else kwargs.get("index")  # GAE compares no rollouts: no monitor
+        groups = None if base_fn in (BUILTIN_BASES[b] for b in CRITIC_ESTIMATORS) else kwargs.get("index")  # GAE compares no rollouts: no monitor
         segments = _with_synact(batch, arew_config, groups, token_level_rewards)
         if arew_config.mode == "intermediate_reward":
             shaped = shape_rewards(rewards, response_mask, segments, arew_config, batch.step)
             rewards = shaped.tensor
             _note(batch, shaped)
-        advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, **kwargs)
+        advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, context=batch, segments=segments, **kwargs)
         if excluded is not None:
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
@@ -168,9 +203,8 @@ def register_arew_estimator(base: str) -> str:
     name = ESTIMATOR_PREFIX + base
     if name in core_algos.ADV_ESTIMATOR_REGISTRY:
         return name
-    builtin = {"gae": _base_gae, "grpo": _base_grpo}
-    if base in builtin:
-        base_fn = builtin[base]
+    if base in BUILTIN_BASES:
+        base_fn = BUILTIN_BASES[base]
     elif base in core_algos.ADV_ESTIMATOR_REGISTRY:
         base_fn = _registered_base(base)
     else:

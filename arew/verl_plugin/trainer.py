@@ -32,7 +32,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
-from arew.core.quality import resolve_direction
+from arew.core.quality import CRITIC_ESTIMATORS, resolve_direction
 from arew.core.synact import KEYS_KEY, collect_decision_keys
 from arew.envs.registry import check_env_options
 from arew.episodes.failures import FAILURE_REASONS
@@ -107,13 +107,14 @@ def validate_arew_setup(config) -> None:
     if base is None:
         raise ValueError(
             f"algorithm.adv_estimator: trainer_mode={TRAINER_MODE} needs an AReW estimator "
-            f"(arew_gae, arew_grpo or arew_<any registered estimator>), got '{estimator}'"
+            f"(arew_gae, arew_grpo, arew_gigpo, arew_turn_gae, arew_turn_grpo or arew_<any registered estimator>; "
+            f"with algorithm.arew.channels=off it is the base alone), got '{estimator}'"
         )
     register_arew_estimator(base)
     if algorithm.get("use_pf_ppo", False):
         raise ValueError("algorithm.use_pf_ppo: verl's PF-PPO reweighting is not supported with AReW estimators")
-    if base == "gae" and not config.critic.get("enable"):
-        raise ValueError("critic.enable: arew_gae needs the critic; set critic.enable=True")
+    if base in CRITIC_ESTIMATORS and not config.critic.get("enable"):
+        raise ValueError(f"critic.enable: {estimator} needs the critic; set critic.enable=True")
     resolve_direction(arew_config.quality.direction, base, gae_discount(algorithm))
 
 
@@ -243,7 +244,8 @@ class AReWTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         config = parse_config(self.config.algorithm.get("arew"))
         fields = ["extra_fields", "response_mask", "rm_scores"]
-        uses_values = base_estimator_name(self.config.algorithm.adv_estimator) == "gae"
+        base = base_estimator_name(self.config.algorithm.adv_estimator)
+        uses_values = base in CRITIC_ESTIMATORS
         if uses_values:
             fields.append("values")
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
@@ -276,7 +278,7 @@ class AReWTrainer(PPOTrainerSync):
             segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self._quality_tracker(config)
         )
         raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
-        if config.synact.monitor or config.synact.critiques != "off":
+        if config.synact.monitor or config.synact.critiques != "off" or base == "gigpo":  # GiGPO's step groups
             context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)

@@ -10,7 +10,7 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 import arew.verl_plugin  # noqa: F401  (registration; also done by the entry point)
-from arew.core import collect_segments, make_record
+from arew.core import collect_segments, make_record, parse_config
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, register_arew_estimator
 
 MASK = torch.tensor([[1, 1, 1, 0, 0, 1, 1, 0], [1, 1, 0, 1, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]], dtype=torch.float32)
@@ -123,3 +123,57 @@ def test_the_batchs_tracker_measures_accuracy_and_scales_lambda_through_verl():
     factor = (5 / 6 - 0.5) / (0.9 - 0.5)  # pooled: one factor from both channels' accuracy
     assert metrics["arew/as/adaptive_factor"] == pytest.approx(factor) == metrics["arew/bt/adaptive_factor"]
     torch.testing.assert_close(out.batch["advantages"], base + factor * DELTA)
+
+
+# --- the turn-level credit baselines (arew.core.credit) through verl's compute_advantage ---------
+
+
+def _keys(segments):
+    """State keys in which the three samples' first decisions share a state (same prompt, nothing seen yet)."""
+    from arew.core.synact import DecisionKeys
+
+    state = np.arange(len(segments.sample), dtype=np.int64) + 100
+    state[segments.rank.numpy() == 0] = 7
+    action = np.arange(len(segments.sample), dtype=np.int64)
+    return DecisionKeys(state=state, action=action, known=np.ones(len(state), dtype=bool))
+
+
+def _credit(estimator, data, segments, context, config):
+    from arew.core.credit import gigpo_advantages, turn_gae_advantages, turn_grpo_advantages
+    from arew.core.synact import group_ids
+
+    rewards, groups = data.batch["token_level_rewards"], group_ids(data.non_tensor_batch["uid"])
+    credit = parse_config(OmegaConf.to_container(config.arew)).credit
+    if estimator == "arew_gigpo":
+        return gigpo_advantages(segments, rewards.sum(-1), MASK, groups, context.decision_keys, credit)
+    if estimator == "arew_turn_gae":
+        return turn_gae_advantages(segments, rewards, MASK, data.batch["values"], credit)
+    return turn_grpo_advantages(segments, rewards.sum(-1), MASK, groups, credit)
+
+
+@pytest.mark.parametrize("estimator", ["arew_gigpo", "arew_turn_gae", "arew_turn_grpo"])
+def test_credit_baselines_alone_and_under_arew_through_verl(estimator):
+    data = _data()
+    segments = collect_segments(RECORDS, [8, 8, 8])
+    results = {}
+    for channels in ("off", "as+bt"):
+        config = _algorithm(channels=channels)
+        context = AdvantageBatch(segments=segments, step=0, values=data.batch["values"], decision_keys=_keys(segments))
+        with advantage_batch(context):
+            out = compute_advantage(data, adv_estimator=estimator, config=config)
+        results[channels] = (out.batch["advantages"].clone(), out.batch["returns"].clone(), context.metrics)
+    alone, _, metrics = results["off"]
+    base = _credit(estimator, data, segments, context, _algorithm())
+    torch.testing.assert_close(alone, base.advantages)  # channels off: the baseline alone, exactly
+    assert any(key.startswith("arew/credit/") for key in metrics)
+    assert not torch.equal(base.advantages, compute_advantage(_data(), adv_estimator="grpo", config=_algorithm()).batch["advantages"])
+    reweighted, returns, _ = results["as+bt"]
+    torch.testing.assert_close(reweighted, base.advantages + DELTA)  # AReW adds the same critique term on any base
+    torch.testing.assert_close(returns, base.returns)  # and leaves the returns (the critic's targets) alone
+
+
+def test_gigpo_without_decision_keys_names_what_is_missing():
+    data = _data()
+    with advantage_batch(AdvantageBatch(segments=collect_segments(RECORDS, [8, 8, 8]), step=0)):
+        with pytest.raises(RuntimeError, match="state key"):
+            compute_advantage(data, adv_estimator="arew_gigpo", config=_algorithm(channels="off"))

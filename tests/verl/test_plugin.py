@@ -22,7 +22,7 @@ def test_entry_point_registers_estimators_and_trainer_on_import_verl():
         """
     )
     assert result.returncode == 0, result.stderr
-    assert "ESTIMATORS ['arew_gae', 'arew_grpo']" in result.stdout
+    assert "ESTIMATORS ['arew_gae', 'arew_gigpo', 'arew_grpo', 'arew_turn_gae', 'arew_turn_grpo']" in result.stdout
     assert "TRAINER AReWTrainer" in result.stdout
 
 

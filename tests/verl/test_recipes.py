@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = ["pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard"]
 LAMBDAS = {"pe-g": 0.2, "pe-f": 1.0, "medi": 1.0, "flod": 0.5}
 ALGOS = ["ppo", "grpo", "gspo"]
+CREDIT_ALGOS = {"gigpo": "arew_gigpo", "turn_gae": "arew_turn_gae", "turn_grpo": "arew_turn_grpo"}  # arew.core.credit
 VARIANTS = {"vanilla": "off", "as_only": "as", "as_bt": "as+bt"}
 
 
@@ -76,7 +77,31 @@ def test_tau2_dual_trains_the_14b_agent_by_default(monkeypatch):
     assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-14B-Instruct"
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("task, algo, variant", list(itertools.product(["pe-g-s2", "mediq", "tau2-solo"], CREDIT_ALGOS, VARIANTS)))
+def test_credit_baseline_recipes_compose_alone_and_under_arew(task, algo, variant, tiny_model_dir):
+    cfg = _compose(task, algo, variant, tiny_model_dir)
+    validate_arew_setup(cfg)
+    assert cfg.algorithm.adv_estimator == CREDIT_ALGOS[algo] and cfg.algorithm.arew.channels == VARIANTS[variant]
+    critic = algo == "turn_gae"
+    assert cfg.critic.enable == critic and cfg.actor_rollout_ref.rollout.n == (1 if critic else 3)
+    assert cfg.algorithm.arew.credit.turn_norm == "pooled" and cfg.algorithm.arew.credit.gigpo_match == "exact"
+
+
+def test_a_plain_credit_estimator_name_is_refused_with_the_arew_names(tiny_model_dir):
+    cfg = _compose("pe-g-s2", "gigpo", "vanilla", tiny_model_dir)
+    cfg.algorithm.adv_estimator = "gigpo"
+    with pytest.raises(ValueError, match="arew_gigpo.*channels=off"):
+        validate_arew_setup(cfg)
+
+
+def test_turn_gae_without_the_critic_is_refused(tiny_model_dir):
+    cfg = _compose("pe-g-s2", "turn_gae", "as_bt", tiny_model_dir)
+    cfg.critic.enable = False
+    with pytest.raises(ValueError, match="critic.enable: arew_turn_gae needs the critic"):
+        validate_arew_setup(cfg)
+
+
+@pytest.mark.parametrize("algo", [*ALGOS, *CREDIT_ALGOS])
 def test_recipe_passes_verl_validation(algo, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = _compose("pe-g-s2", algo, "as_bt", tiny_model_dir)
