@@ -187,6 +187,9 @@ class CreditConfig:
         "Turn GRPO's statistics for A_T: pooled (over all decisions of the prompt group; no length bias) | per_turn (over the group's decisions at the same turn index, MT-GRPO)",
         choices=TURN_NORMS,
     )
+    turn_gae_whiten: bool = setting(
+        True, "Whiten turn GAE's advantages over the batch's policy tokens (mean 0, unit variance) as verl's GAE does; returns stay raw"
+    )
 
 
 @dataclass(frozen=True)

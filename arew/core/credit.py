@@ -39,7 +39,9 @@ sum to the outcome. delta_t = r_t + gamma V_{t+1} - V_t with V_n = 0, A_t = sum_
 lambda)^k delta_{t+k} (one (n_max, n_max) matrix of powers for the whole batch), return_t =
 A_t + V_t. Response tokens outside every decision get the first decision's advantage and
 return; a sample without decisions is one turn over the whole response: A = outcome - V at its
-first policy token, return = outcome.
+first policy token, return = outcome. With ``turn_gae_whiten`` (the default) the advantages are
+then standardised over the batch's policy tokens, as verl's token-level GAE does (its returns
+are not): so over decisions of one token each it is verl's GAE exactly.
 
 **Turn-level GRPO** (MT-GRPO, Zeng et al. 2025, with the turn reward the decision's critique
 r_t = z_t in {-1, 0, 1}): A = A_E + beta * A_T with A_T = (r_t - mean) / (std + eps) over
@@ -194,6 +196,18 @@ def _paint(policy: np.ndarray, owners: np.ndarray, per_decision: np.ndarray, per
         painted = background
     painted = np.where(policy.reshape(-1), painted, np.float32(0.0)).astype(np.float32, copy=False)
     return torch.from_numpy(painted.reshape(batch, length)).to(device)
+
+
+def whiten(values: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
+    """``values`` standardised over the ``policy`` tokens as verl's ``masked_whiten`` (unbiased variance, 1e-8 under
+    the root), 0 elsewhere; fewer than two policy tokens: left as they are."""
+    count = int(policy.sum())
+    if count < 2:
+        return values
+    chosen = values.double()[policy]
+    mean = chosen.mean()
+    variance = ((chosen - mean) ** 2).mean() * count / (count - 1)
+    return torch.where(policy, (values.double() - mean) * torch.rsqrt(variance + 1e-8), 0.0).to(values.dtype)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -407,6 +421,8 @@ def turn_gae_advantages(
     device = response_mask.device
     advantages = _paint(policy, owners, decision_advantage.numpy(), sample_advantage, device)
     returns = _paint(policy, owners, decision_return.numpy(), sample_return, device)
+    if credit.turn_gae_whiten:
+        advantages = whiten(advantages, torch.from_numpy(policy).to(device))
     stats = {
         "arew/credit/turn_gae/abs_advantage": _mean(np.abs(decision_advantage.numpy())),
         "arew/credit/turn_gae/samples_without_decisions": _mean(~has),

@@ -837,7 +837,21 @@ def turn_gae(batch: Sequence[Trajectory], rewards: Values, values: Values, confi
         "arew/credit/turn_gae/abs_advantage": sum(abs(x) for x in flat_advantages) / len(flat_advantages) if flat_advantages else 0.0,
         "arew/credit/turn_gae/samples_without_decisions": sum(not traj.decisions for traj in batch) / len(batch) if batch else 0.0,
     }
-    return Credit(paint(batch, advantages, sample_advantages), paint(batch, returns, sample_returns), advantages, stats)
+    rows = paint(batch, advantages, sample_advantages)
+    if config.turn_gae_whiten:
+        rows = whitened(batch, rows)
+    return Credit(rows, paint(batch, returns, sample_returns), advantages, stats)
+
+
+def whitened(batch: Sequence[Trajectory], rows: Values) -> Values:
+    """verl's masked_whiten over every policy token of the batch (unbiased variance), 0 elsewhere."""
+    chosen = [v for traj, row in zip(batch, rows) for v, p in zip(row, traj.policy) if p]
+    if len(chosen) < 2:
+        return rows
+    mean = sum(chosen) / len(chosen)
+    variance = sum((v - mean) ** 2 for v in chosen) / len(chosen) * len(chosen) / (len(chosen) - 1)
+    scale = 1.0 / math.sqrt(variance + 1e-8)
+    return [[float32((v - mean) * scale) if p else 0.0 for v, p in zip(row, traj.policy)] for traj, row in zip(batch, rows)]
 
 
 def turn_grpo(

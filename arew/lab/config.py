@@ -2,7 +2,10 @@
 
 A variant name reads ``<base>-<method>[-synact][-flip<alpha>][-adaptive]``:
 
-- base: ``ppo`` (verl's GAE with a small critic) or ``grpo`` (verl's group-normalised outcome);
+- base: ``ppo`` (verl's GAE with a small critic), ``grpo`` (verl's group-normalised outcome),
+  ``gigpo`` (GiGPO: the group outcome plus a step-group term) or ``tgrpo`` (turn-level GRPO: the
+  group outcome plus the group-normalised critiques as turn rewards), the last two from
+  :mod:`arew.core.credit`. A lab decision is one token, so turn-level GAE is ``ppo`` here;
 - method: ``vanilla`` (outcome reward only), ``as``, ``bt`` or ``as+bt`` (AReW reweighting on
   those critique channels), or ``ir`` (the intermediate-reward baseline of Appendix A.2 with
   the AS and BT critiques);
@@ -27,10 +30,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from arew.core import AReWConfig, parse_config
 
-BASES = ("ppo", "grpo")
+BASES = ("ppo", "grpo", "gigpo", "tgrpo")
+GROUP_BASES = ("grpo", "gigpo", "tgrpo")
+"""Bases that roll out ``group_size`` episodes per task and compare them (no critic)."""
+ESTIMATORS = {"ppo": "gae", "grpo": "grpo", "gigpo": "gigpo", "tgrpo": "turn_grpo"}
+"""Each base's estimator, as the trainer names its base (``arew_<estimator>``)."""
 METHODS = ("vanilla", "as", "bt", "as+bt", "ir", "synact")
 _NAME = re.compile(
-    r"^(?P<base>ppo|grpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?"
+    r"^(?P<base>ppo|grpo|gigpo|tgrpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?"
     r"(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?(?P<adaptive>-adaptive)?$"
 )
 
@@ -133,8 +140,8 @@ def parse_variant(name: str) -> Variant:
     synact = "only" if match["method"] == "synact" else "fill" if match["synact"] else "off"
     if synact == "fill" and match["method"] not in ("as", "bt", "as+bt"):
         raise ValueError(f"bad variant {name!r}: -synact goes on as, bt or as+bt")
-    if synact != "off" and match["base"] != "grpo":
-        raise ValueError(f"bad variant {name!r}: SynAct's critiques compare the rollouts of a task, which only grpo has")
+    if synact != "off" and match["base"] not in GROUP_BASES:
+        raise ValueError(f"bad variant {name!r}: SynAct's critiques compare the rollouts of a task, which only {', '.join(GROUP_BASES)} have")
     adaptive = match["adaptive"] is not None
     if adaptive and match["method"] in ("vanilla", "ir"):
         raise ValueError(f"bad variant {name!r}: -adaptive needs an AReW method (as, bt, as+bt or synact)")

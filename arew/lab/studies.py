@@ -175,8 +175,36 @@ SYNACT = Study(
     table_columns=("as_outcome_constant_share_train", "bt_outcome_constant_share_train"),
 )
 
+
+def _baselines(name: str, task: str) -> Study:
+    """Issue 27's comparison on one task: each credit-assignment baseline alone and under AReW."""
+    similar = {"credit": {"gigpo_match": "similar"}}
+    return Study(
+        name,
+        f"Credit-assignment baselines on {task}: vanilla PPO (here also turn-level GAE: a lab decision is one token) and "
+        "GRPO, GiGPO (exact and similar step groups) and turn-level GRPO alone, AReW on PPO and GRPO, and AReW on each baseline",
+        (
+            arm("ppo-vanilla"),
+            arm("grpo-vanilla"),
+            arm("gigpo-vanilla"),
+            arm("gigpo-vanilla", "gigpo-similar-vanilla", similar),
+            arm("tgrpo-vanilla"),
+            arm("ppo-as+bt"),
+            arm("grpo-as+bt"),
+            arm("gigpo-as+bt"),
+            arm("gigpo-as+bt", "gigpo-similar-as+bt", similar),
+            arm("tgrpo-as+bt"),
+        ),
+        settings={"task": task},
+    )
+
+
+BASELINES = _baselines("baselines", "pe-g-s2")
+BASELINES_S3 = _baselines("baselines-s3", "pe-g-s3")
+
 STUDIES: dict[str, Study] = {
-    s.name: s for s in (FALSE_POSITIVES, DESTRUCTION, LAMBDA, GROUPING, CRITIQUE_ACCURACY, ADAPTIVE, SYNACT)
+    s.name: s
+    for s in (FALSE_POSITIVES, DESTRUCTION, LAMBDA, GROUPING, CRITIQUE_ACCURACY, ADAPTIVE, SYNACT, BASELINES, BASELINES_S3)
 }
 
 for _study in STUDIES.values():  # a bad arm fails at import, naming the key

@@ -21,11 +21,12 @@ from verl.trainer.ppo import core_algos
 from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, CritiqueInjection, QualityTracker, reweight, shape_rewards
+from arew.core.credit import gigpo_advantages, turn_grpo_advantages
 from arew.core.synact import apply_synact, synact
 from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
-from arew.lab.config import LabConfig, Variant
+from arew.lab.config import ESTIMATORS, GROUP_BASES, LabConfig, Variant
 from arew.lab.reproducibility import arithmetic
 from arew.lab.rollout import Rollout, rollout
 from arew.metrics.selflock import selflock_metrics
@@ -117,7 +118,7 @@ def advantage_stage(
     rewards[:, -1] = ro.reward
     segments = ro.segments() if variant.uses_critiques else None
     keys = ro.decision_keys()
-    if variant.base == "grpo" and keys is not None and (arew.synact.monitor or arew.synact.critiques != "off"):
+    if variant.base in GROUP_BASES and keys is not None and (arew.synact.monitor or arew.synact.critiques != "off"):
         all_segments = segments if segments is not None else ro.segments()
         result = synact(all_segments, keys, ro.task_index.numpy(), ro.reward.double().numpy(), arew.synact.min_rollouts)
         if monitor is not None:
@@ -134,8 +135,17 @@ def advantage_stage(
         base, returns = core_algos.compute_gae_advantage_return(
             rewards, ro.values, mask, gamma=config.gamma, lam=config.gae_lambda
         )
-    else:
+    elif variant.base == "grpo":
         base, returns = core_algos.compute_grpo_outcome_advantage(rewards, mask, index=ro.task_index.numpy())
+    else:  # arew.core.credit's baselines, on the environment's own critiques (before any transform) and keys
+        groups = ro.task_index.numpy()
+        if variant.base == "gigpo":
+            credit = gigpo_advantages(ro.segments(), rewards.sum(-1), mask, groups, keys, arew.credit)
+        else:
+            credit = turn_grpo_advantages(ro.segments(), rewards.sum(-1), mask, groups, arew.credit)
+        base, returns = credit.advantages, credit.returns
+        if monitor is not None:
+            monitor.update(credit.stats)
     advantages = base
     if variant.uses_critiques and variant.method != "ir":
         injection = reweight(base, mask, segments, arew, step, quality)
@@ -239,19 +249,19 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
         belief_units=round(1.0 / config.belief_step),
     )
     policy = LabPolicy(config.hidden, config.step_bins, config.bt_init_probs, config.salience_init)
-    critic = Critic(spec.n_attrs, config.hidden) if variant.base == "ppo" else None
+    critic = Critic(spec.n_attrs, config.hidden) if variant.base not in GROUP_BASES else None
     actor_opt = torch.optim.Adam(policy.parameters(), lr=config.actor_lr)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=config.critic_lr) if critic is not None else None
     actor_config = _actor_config(config)
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
     reweights = variant.uses_critiques and variant.method != "ir"
-    estimator = "gae" if variant.base == "ppo" else "grpo"
+    estimator = ESTIMATORS[variant.base]
     # one per run: accuracy is smoothed over steps
     quality = QualityTracker.from_config(arew, estimator, config.gamma * config.gae_lambda) if reweights else None
     rng = np.random.default_rng([seed, 1])
     generator = torch.Generator().manual_seed(seed)
 
-    group = config.group_size if variant.base == "grpo" else 1
+    group = config.group_size if variant.base in GROUP_BASES else 1
     log, critique_stats, rollouts = [], [], []
     for step in range(1, config.steps + 1):  # 1-based, like verl's trainer global step
         t0 = time.perf_counter()

@@ -76,6 +76,7 @@ def configs(draw):
         turn_lambda=draw(st.sampled_from([1.0, 0.95, 0.5, 0.0])),
         turn_grpo_weight=draw(st.sampled_from([1.0, 0.0, 0.3])),
         turn_norm=draw(st.sampled_from(["pooled", "per_turn"])),
+        turn_gae_whiten=draw(st.booleans()),
     )
 
 
@@ -274,14 +275,14 @@ def test_one_turn_over_the_response_is_outcome_minus_first_value(data, seed):
     generator = torch.Generator().manual_seed(seed)
     rewards = torch.randn(mask.shape, generator=generator)
     values = torch.randn(mask.shape, generator=generator)
-    result = turn_gae_advantages(whole, rewards, mask, values, CreditConfig())
+    result = turn_gae_advantages(whole, rewards, mask, values, CreditConfig(turn_gae_whiten=False))
     expected = (rewards.double().sum(dim=-1) - values[:, 0].double()).float()[:, None].expand(size, length)
     on = mask > 0
     assert torch.allclose(result.advantages[on], expected[on], rtol=1e-6, atol=1e-6)
     assert torch.allclose(result.returns[on], rewards.double().sum(dim=-1).float()[:, None].expand(size, length)[on], rtol=1e-6, atol=1e-6)
     # a sample without decisions is the same single turn, at its first policy token's value
     none = collect_segments([None] * size, [length] * size)
-    bare = turn_gae_advantages(none, rewards, mask, values, CreditConfig(turn_gamma=0.3, turn_lambda=0.1))
+    bare = turn_gae_advantages(none, rewards, mask, values, CreditConfig(turn_gamma=0.3, turn_lambda=0.1, turn_gae_whiten=False))
     first = torch.where(on.any(dim=1), on.long().argmax(dim=1), 0)
     single = (rewards.double().sum(dim=-1) - values.double()[torch.arange(size), first]).float()[:, None].expand(size, length)
     assert torch.allclose(bare.advantages[on], single[on], rtol=1e-6, atol=1e-6)
@@ -294,7 +295,7 @@ def test_undiscounted_turn_advantage_is_the_reward_to_go_minus_value(data, seed)
     generator = torch.Generator().manual_seed(seed)
     rewards = torch.randn(mask.shape, generator=generator).double()
     values = torch.randn(mask.shape, generator=generator).double()
-    result = turn_gae_advantages(segments, rewards, mask, values, CreditConfig(turn_gamma=1.0, turn_lambda=1.0))
+    result = turn_gae_advantages(segments, rewards, mask, values, CreditConfig(turn_gamma=1.0, turn_lambda=1.0, turn_gae_whiten=False))
     expected = []
     for b, start, rank in zip(segments.sample.tolist(), segments.start.tolist(), segments.rank.tolist()):
         # turn rewards from t on: every reward from decision t's start to the end (the first decision's: the whole row)
@@ -423,3 +424,22 @@ def test_invalid_credit_settings_fail_naming_the_key(raw, key):
 def test_credit_defaults():
     assert parse_config({}).credit == CreditConfig()
     assert CreditConfig() == CreditConfig(1.0, "exact", 0.8, True, 1.0, 1.0, 1.0, "pooled")
+
+
+def test_whitened_turn_gae_is_standardised_over_the_policy_tokens_and_returns_stay_raw():
+    records = [make_record([(0, 3), (5, 6)], ["as", "bt"], [0, 0]), make_record([(0, 2)], ["as"], [0])]
+    segments = collect_segments(records, [8, 8])
+    mask = torch.tensor([[1, 1, 1, 0, 0, 1, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    rewards = torch.zeros(2, 8)
+    rewards[0, 7], rewards[1, 1] = 1.0, -1.0
+    values = torch.linspace(-0.5, 0.5, 16).view(2, 8)
+    raw = turn_gae_advantages(segments, rewards, mask, values, CreditConfig(turn_gae_whiten=False))
+    white = turn_gae_advantages(segments, rewards, mask, values, CreditConfig())
+    policy = mask > 0
+    chosen = white.advantages[policy].double()
+    assert abs(float(chosen.mean())) < 1e-6 and abs(float(chosen.std()) - 1.0) < 1e-4  # verl's unbiased variance
+    assert torch.equal(white.advantages[~policy], torch.zeros(int((~policy).sum())))
+    from verl.utils.torch_functional import masked_whiten
+
+    torch.testing.assert_close(white.advantages[policy], masked_whiten(raw.advantages, mask)[policy])
+    assert torch.equal(white.returns, raw.returns)

@@ -241,6 +241,24 @@ def test_gspo_and_ppo_train_two_steps(algo, runs_dir):
         assert "algo=gspo" in command
 
 
+@pytest.mark.parametrize("algo", ["gigpo", "turn_gae", "turn_grpo"])
+def test_credit_baselines_train_under_arew_through_main_ppo(algo, runs_dir):
+    """Each turn-level baseline of arew.core.credit as AReW's base in a real step: its statistics logged, the actor
+    (and for turn-level GAE the critic) trained, the critiques reweighted on top."""
+    result = _run(runs_dir / algo, algo=algo, steps=1)
+    (step,) = result.steps
+    assert step["actor/grad_norm"] > 0 and step["arew/both_signs_frac"] > 0
+    prefix = f"arew/credit/{algo}/"
+    assert [key for key in step if key.startswith(prefix)]
+    if algo == "gigpo":  # a prompt's rollouts start from one state: their first decisions form a step group
+        assert step[prefix + "step_group_share"] > 0
+    if algo == "turn_gae":
+        assert "critic/vf_loss" in step and step[prefix + "samples_without_decisions"] == 0
+    if algo == "turn_grpo":  # the tiny model's turns all earn -1 (the flips that give AReW both signs come later,
+        # in its transforms): every decision is labelled and a constant label normalises to a zero turn term
+        assert step[prefix + "labelled_share"] == 1.0 and step[prefix + "abs_turn_term"] == 0.0
+
+
 def _increment_accuracy(dump: dict, rows: list[dict]) -> dict[str, tuple[float, bool]]:
     """Each channel's class-balanced accuracy recomputed from a step's dump and rollout rows: the base GAE advantages
     are the dumped ones minus each decision's coefficient, and each decision is scored against its own increment;

@@ -215,3 +215,49 @@ def test_synact_variants_put_the_mi_critiques_where_the_rule_ones_were():
         "grpo-as+bt-synact").arew_config(CONFIG.arew_lambda, CONFIG.ir_coef, noise_seed=0), CONFIG, 0)[0])
     run = train_run(quick(steps=2), parse_variant("grpo-as+bt-synact"), 0)
     assert all(0.0 <= row["as_outcome_constant_share"] <= 1.0 for row in run.log)  # the first AS state is shared by each task's 4 rollouts
+
+
+# --- the credit-assignment baselines (arew.core.credit) as the lab's bases -------------------------
+
+
+def test_the_baseline_bases_use_groups_and_no_critic_and_log_their_statistics():
+    config = quick(steps=2)
+    for name, key in (("gigpo-vanilla", "arew/credit/gigpo/step_group_share"), ("tgrpo-as+bt", "arew/credit/turn_grpo/labelled_share")):
+        variant = parse_variant(name)
+        result = train_run(config, variant, 0)
+        assert all(key in stats for stats in result.critique_stats)
+        assert all(math.isfinite(result.final[c]) for c in FINAL_COLUMNS)
+    with pytest.raises(ValueError, match="grpo, gigpo, tgrpo"):
+        parse_variant("ppo-as-synact")
+
+
+def test_gigpo_without_its_step_term_trains_exactly_like_grpo():
+    """omega = 0 leaves GiGPO's episode term, verl's GRPO: the same seed then gives the same run, step by step."""
+    config = quick(steps=3)
+    grpo = train_run(config, parse_variant("grpo-as+bt"), 0)
+    from arew.lab.config import with_overrides
+
+    gigpo = train_run(config, with_overrides("gigpo-as+bt", {"credit": {"gigpo_step_weight": 0.0}}), 0)
+
+    def comparable(rows):  # NaN (an undefined correlation) compares equal to itself here; the wall time is not compared
+        return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items() if k != "seconds"} for row in rows]
+
+    assert comparable(gigpo.log) == comparable(grpo.log)
+    assert comparable([gigpo.final]) == comparable([grpo.final])
+
+
+def test_turn_level_gae_over_lab_decisions_is_the_labs_ppo_gae():
+    """A lab decision is one token, so GAE over decisions is verl's token GAE (the lab's ppo base)."""
+    from verl.trainer.ppo import core_algos
+
+    from arew.core import parse_config
+    from arew.core.credit import turn_gae_advantages
+
+    ro = fake_rollout(LABELS, REWARD, [0, 0, 1, 1])
+    mask = torch.ones(ro.labels.shape)
+    rewards = torch.zeros(ro.labels.shape)
+    rewards[:, -1] = ro.reward
+    ours = turn_gae_advantages(ro.segments(), rewards, mask, ro.values, parse_config({}).credit)
+    theirs, returns = core_algos.compute_gae_advantage_return(rewards, ro.values, mask, gamma=1.0, lam=1.0)
+    torch.testing.assert_close(ours.advantages, theirs)
+    torch.testing.assert_close(ours.returns, returns)
