@@ -1,6 +1,6 @@
 """Advantage stage cost: AReW over GAE/GRPO versus verl's plain GAE/GRPO on the same batch.
 
-    python benchmarks/advantage_stage.py [--batch 512] [--length 8192] [--repeats 15] [--no-gae]
+    python benchmarks/advantage_stage.py [--batch 512] [--length 8192] [--repeats 15] [--no-gae] [--no-credit]
 
 Builds a realistic multi-turn batch (10-20 decisions per trajectory, environment tokens
 between them), then times verl's ``compute_advantage`` for each estimator. The AReW timings
@@ -10,14 +10,22 @@ Each round times every estimator once, plain and AReW back to back (in alternati
 from round to round), so load from other processes hits both sides of a pair alike. The
 figures are medians over the rounds: of each side's time, and of each round's added cost
 (AReW minus plain, from the same round) and its ratio to plain GRPO.
+
+The credit-assignment baselines of :mod:`arew.core.credit` (GiGPO, turn-level GAE, turn-level
+GRPO) are timed in the same rounds, each alone (``algorithm.arew.channels=off``) and with AReW
+on top, against verl's GRPO (``--no-credit`` leaves them out). GiGPO's state keys make the
+first two decisions of a prompt's rollouts shared states, the rest distinct.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import random
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,6 +36,8 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 import arew.verl_plugin  # noqa: F401
 from arew.core import collect_segments, make_record
+from arew.core.synact import DecisionKeys
+from arew.markdown_blocks import replace_block
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch
 
 
@@ -54,6 +64,20 @@ def build_batch(batch: int, length: int, seed: int = 0):
     return DataProto(batch=td, non_tensor_batch={"uid": uids}), records
 
 
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
+MARKER = "bench:advantage-stage"
+
+
+def decision_keys(records: list[dict], group: int = 4) -> DecisionKeys:
+    """Keys in which the first two decisions of the ``group`` rollouts of a prompt share states, the others do not."""
+    state, action = [], []
+    for i, record in enumerate(records):
+        for rank in range(len(record["start"])):
+            state.append(hash((i // group, rank)) if rank < 2 else hash((i, rank)))
+            action.append(rank)
+    return DecisionKeys(np.array(state, dtype=np.int64), np.array(action, dtype=np.int64), np.ones(len(state), dtype=bool))
+
+
 def time_rounds(pairs: dict, repeats: int) -> dict[str, list[float]]:
     """Seconds per call of each function, ``repeats`` rounds; each pair runs back to back, alternating its order."""
     for plain, reweighted in pairs.values():
@@ -75,32 +99,46 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--no-gae", action="store_true", help="time GRPO only (GAE's Python loop takes about 1 s a call)")
+    parser.add_argument("--no-credit", action="store_true", help="leave out GiGPO, turn-level GAE and turn-level GRPO")
+    parser.add_argument("--publish", action="store_true", help="write the output into docs/reference/benchmarks.md")
     args = parser.parse_args()
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
 
     data, records = build_batch(args.batch, args.length)
     lengths = [args.length] * args.batch
     algorithm = OmegaConf.create({"gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": True, "arew": {}})
 
+    alone = OmegaConf.create({**OmegaConf.to_container(algorithm), "arew": {"channels": "off"}})
+    keys = decision_keys(records)
+
     def plain(estimator):
         return lambda: compute_advantage(data, adv_estimator=estimator, config=algorithm)
 
-    def arew(estimator):
+    def arew(estimator, config=algorithm):
         def run():
             segments = collect_segments(records, lengths)
-            with advantage_batch(AdvantageBatch(segments=segments, step=0, values=data.batch["values"])):
-                compute_advantage(data, adv_estimator=estimator, config=algorithm)
+            context = AdvantageBatch(segments=segments, step=0, values=data.batch["values"], decision_keys=keys)
+            with advantage_batch(context):
+                compute_advantage(data, adv_estimator=estimator, config=config)
 
         return run
 
     bases = ["grpo"] if args.no_gae else ["gae", "grpo"]
-    print(f"batch {args.batch} x {args.length} response tokens, {sum(len(r['start']) for r in records)} decisions")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved rounds")
-    samples = time_rounds({base: (plain(base), arew("arew_" + base)) for base in bases}, args.repeats)
+    credit = [] if args.no_credit else ["gigpo", "turn_gae", "turn_grpo"]
+    out(f"batch {args.batch} x {args.length} response tokens, {sum(len(r['start']) for r in records)} decisions")
+    out(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} interleaved rounds")
+    pairs = {base: (plain(base), arew("arew_" + base)) for base in bases}
+    pairs |= {base: (arew("arew_" + base, alone), arew("arew_" + base)) for base in credit}  # alone, then under AReW
+    samples = time_rounds(pairs, args.repeats)
     median = {name: statistics.median(values) for name, values in samples.items()}
     best = {name: min(values) for name, values in samples.items()}
     for base in bases:
         arew_name = "arew_" + base
-        print(
+        out(
             f"  {base:6s} {median[base] * 1000:8.1f} ms (best {best[base] * 1000:6.1f})"
             f"    {arew_name:11s} {median[arew_name] * 1000:8.1f} ms (best {best[arew_name] * 1000:6.1f})"
         )
@@ -108,13 +146,22 @@ def main() -> None:
     ratios = sorted(a / p for a, p in zip(added, samples["grpo"]))
     if not args.no_gae:
         gae_ratio = statistics.median(a / p for a, p in zip(samples["arew_gae"], samples["gae"]))
-        print(f"arew_gae / gae   = {gae_ratio:.3f}  (median over rounds; target <= 1.10, GAE's Python loop makes it noisy)")
+        out(f"arew_gae / gae   = {gae_ratio:.3f}  (median over rounds; target <= 1.10, GAE's Python loop makes it noisy)")
     of_gae = "" if args.no_gae else f" = {statistics.median(added) / median['gae']:.1%} of plain GAE"
-    print(f"AReW added cost  = {statistics.median(added) * 1000:.1f} ms per step{of_gae} (median over rounds of arew_grpo - grpo)")
-    print(f"added / grpo     = {statistics.median(added) / median['grpo']:.2f}  (medians; target <= 1.00: AReW costs at most verl's own GRPO)")
-    print(f"  best rounds    = {(best['arew_grpo'] - best['grpo']) / best['grpo']:.2f}  ({(best['arew_grpo'] - best['grpo']) * 1000:.1f} ms / {best['grpo'] * 1000:.1f} ms)")
+    out(f"AReW added cost  = {statistics.median(added) * 1000:.1f} ms per step{of_gae} (median over rounds of arew_grpo - grpo)")
+    out(f"added / grpo     = {statistics.median(added) / median['grpo']:.2f}  (medians; target <= 1.00: AReW costs at most verl's own GRPO)")
+    out(f"  best rounds    = {(best['arew_grpo'] - best['grpo']) / best['grpo']:.2f}  ({(best['arew_grpo'] - best['grpo']) * 1000:.1f} ms / {best['grpo'] * 1000:.1f} ms)")
     quartiles = f"{ratios[len(ratios) // 4]:.2f} / {statistics.median(ratios):.2f} / {ratios[(3 * len(ratios)) // 4]:.2f}"
-    print(f"  per round      : min {ratios[0]:.2f}, quartiles {quartiles}, max {ratios[-1]:.2f}")
+    out(f"  per round      : min {ratios[0]:.2f}, quartiles {quartiles}, max {ratios[-1]:.2f}")
+    for base in credit:
+        out(
+            f"  {base:9s} alone {median[base] * 1000:8.1f} ms = {median[base] / median['grpo']:5.2f} x verl's grpo"
+            f"    under AReW {median['arew_' + base] * 1000:8.1f} ms = {median['arew_' + base] / median['grpo']:5.2f} x"
+        )
+
+    if args.publish:
+        block = "\n".join(["```", *lines, "```", "", f"_written by `python benchmarks/advantage_stage.py --publish` ({platform.machine()}, load average {os.getloadavg()[0]:.1f} at the end)_"]) + "\n"
+        PAGE.write_text(replace_block(PAGE.read_text(), MARKER, block))
 
 
 if __name__ == "__main__":

@@ -443,3 +443,36 @@ def test_whitened_turn_gae_is_standardised_over_the_policy_tokens_and_returns_st
 
     torch.testing.assert_close(white.advantages[policy], masked_whiten(raw.advantages, mask)[policy])
     assert torch.equal(white.returns, raw.returns)
+
+
+@SETTINGS
+@given(data=credit_batches(), config=configs(), weighting=st.sampled_from(["per_step", "minority_fixed"]))
+def test_arew_on_each_baseline_adds_the_same_zero_sum_critique_term(data, config, weighting):
+    """AReW's reweighting does not depend on the base it sits on: on GiGPO, turn GAE and turn GRPO it adds the term
+    it adds to a zero advantage, and that term sums to zero in each trajectory (per_step: over its critiqued decisions;
+    otherwise over their model tokens)."""
+    from arew.core import reweight
+
+    segments, mask, groups, outcome, keys, _ = data
+    arew = parse_config({"lam": 0.7, "weighting": weighting})
+    values = torch.linspace(-1, 1, mask.numel()).reshape(mask.shape)
+    rewards = torch.zeros(mask.shape)
+    rewards[:, -1] = outcome
+    bases = (
+        gigpo_advantages(segments, outcome, mask, groups, keys, config).advantages,
+        turn_gae_advantages(segments, rewards, mask, values, config).advantages,
+        turn_grpo_advantages(segments, outcome, mask, groups, config).advantages,
+    )
+    term = reweight(torch.zeros(mask.shape), mask, segments, arew, step=1)
+    policy = (mask > 0).float()
+    for base in bases:
+        added = reweight(base, mask, segments, arew, step=1).tensor - base
+        torch.testing.assert_close(added, term.tensor, atol=1e-5, rtol=0)
+    coefficients = term.coefficients.double()
+    for sample in range(segments.batch_size):
+        members = segments.sample == sample
+        if weighting == "per_step":
+            assert abs(float(coefficients[members].sum())) < 1e-9
+        else:
+            tokens = torch.tensor([float(policy[sample, s:e].sum()) for s, e in zip(segments.start[members].tolist(), segments.end[members].tolist())], dtype=torch.float64)
+            assert abs(float((coefficients[members] * tokens).sum())) < 1e-5
