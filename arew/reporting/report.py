@@ -403,8 +403,15 @@ def sample_episodes(runs: Sequence[Run]) -> list[list[dict]]:
     return [_thin(episodes, cap) for episodes in compacted]
 
 
-def render(runs: Sequence[Run], title: str = "AReW report", group_by: str = "auto", group_pattern: str | None = None) -> str:
-    """The page's HTML: the template with the data embedded as JSON."""
+def render(
+    runs: Sequence[Run],
+    title: str = "AReW report",
+    group_by: str = "auto",
+    group_pattern: str | None = None,
+    sections: list[dict] | None = None,
+) -> str:
+    """The page's HTML: the template with the data embedded as JSON (``sections``: :func:`chart_data` of ``runs``,
+    when the caller already has it)."""
     groups = assign_groups(runs, group_by, group_pattern)
     styles = group_styles(groups)
     kept = sample_episodes(runs)
@@ -416,7 +423,7 @@ def render(runs: Sequence[Run], title: str = "AReW report", group_by: str = "aut
             for run, k in zip(runs, kept)
         ],
         "smoothing": smoothing_window(runs),
-        "sections": chart_data(runs),
+        "sections": chart_data(runs) if sections is None else sections,
         "turn_fields": list(TURN_FIELDS),
         "episodes": [episode for run_episodes in kept for episode in run_episodes],
     }
@@ -450,9 +457,10 @@ def build(
         for what, count in sorted(run.problems.items()):
             print(f"arew report: {run.name}: {what} (x{count})", file=stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(runs, group_by=group_by, group_pattern=group_pattern), encoding="utf-8")
+    sections = chart_data(runs)  # one pass over the series for the page and the PNGs
+    out.write_text(render(runs, group_by=group_by, group_pattern=group_pattern, sections=sections), encoding="utf-8")
     if pngs:
-        write_pngs(chart_data(runs), runs, out.with_name(f"{out.stem}_png"))
+        write_pngs(sections, runs, out.with_name(f"{out.stem}_png"))
     return out
 
 

@@ -101,26 +101,26 @@ def _base_grpo(token_level_rewards, response_mask, config, index, **_):
     )
 
 
-def _base_gigpo(token_level_rewards, response_mask, config, context, segments, index, **_):
+def _base_gigpo(token_level_rewards, response_mask, config, context, segments, credit, index, **_):
     if context.decision_keys is None:
         raise RuntimeError("arew_gigpo needs each decision's state key: the AReW agent loop records them (arew_agent)")
     result = gigpo_advantages(
-        segments, token_level_rewards.sum(-1), response_mask, group_ids(index), context.decision_keys, parse_config(config.get("arew")).credit
+        segments, token_level_rewards.sum(-1), response_mask, group_ids(index), context.decision_keys, credit
     )
     context.metrics.update(result.stats)
     return result.advantages, result.returns
 
 
-def _base_turn_gae(token_level_rewards, response_mask, config, values, context, segments, **_):
+def _base_turn_gae(token_level_rewards, response_mask, config, values, context, segments, credit, **_):
     if values is None:
         raise RuntimeError("arew_turn_gae needs critic values: set critic.enable=True")
-    result = turn_gae_advantages(segments, token_level_rewards, response_mask, values, parse_config(config.get("arew")).credit)
+    result = turn_gae_advantages(segments, token_level_rewards, response_mask, values, credit)
     context.metrics.update(result.stats)
     return result.advantages, result.returns
 
 
-def _base_turn_grpo(token_level_rewards, response_mask, config, context, segments, index, **_):
-    result = turn_grpo_advantages(segments, token_level_rewards.sum(-1), response_mask, group_ids(index), parse_config(config.get("arew")).credit)
+def _base_turn_grpo(token_level_rewards, response_mask, config, context, segments, credit, index, **_):
+    result = turn_grpo_advantages(segments, token_level_rewards.sum(-1), response_mask, group_ids(index), credit)
     context.metrics.update(result.stats)
     return result.advantages, result.returns
 
@@ -132,7 +132,7 @@ BUILTIN_BASES = {"gae": _base_gae, "grpo": _base_grpo, "gigpo": _base_gigpo, "tu
 def _registered_base(base: str):
     fn = core_algos.get_adv_estimator_fn(base)
 
-    def call(token_level_rewards, response_mask, config, values=None, context=None, segments=None, **kwargs):
+    def call(token_level_rewards, response_mask, config, values=None, context=None, segments=None, credit=None, **kwargs):
         return fn(token_level_rewards=token_level_rewards, response_mask=response_mask, config=config, **kwargs)
 
     return call
@@ -152,7 +152,9 @@ def _make_estimator(name: str, base_fn):
             shaped = shape_rewards(rewards, response_mask, segments, arew_config, batch.step)
             rewards = shaped.tensor
             _note(batch, shaped)
-        advantages, returns = base_fn(rewards, response_mask, config, values=batch.values, context=batch, segments=segments, **kwargs)
+        advantages, returns = base_fn(
+            rewards, response_mask, config, values=batch.values, context=batch, segments=segments, credit=arew_config.credit, **kwargs
+        )
         if excluded is not None:
             rows = excluded.to(advantages.device)[:, None]
             advantages, returns = advantages.masked_fill(rows, 0.0), returns.masked_fill(rows, 0.0)
