@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -186,6 +187,7 @@ class QualityTracker:
         self.states = {name: _State() for name in (*CHANNELS, POOLED)}
         self.step = 0  # the global step of the latest update (verl's count from 1; 0: none yet)
         self.last: dict[str, float] = {}  # the latest step's metrics
+        self.sources = SourceScores(quality.ema, quality.min_class_share)  # each critique source's own labels (arew.core.sources)
 
     @classmethod
     def from_config(cls, config: AReWConfig, estimator: str, discount: float = 1.0) -> QualityTracker:
@@ -282,3 +284,28 @@ class QualityTracker:
             return tuple(shared for _ in CHANNELS)
         return tuple(adaptive_factor(self.states[name].smoothed(share), self.adaptive.full_at) for name in CHANNELS)
 
+
+class SourceScores:
+    """Per source and channel: label counts per step and the class-balanced accuracy (step and smoothed)."""
+
+    def __init__(self, ema: float, min_class_share: float):
+        self.ema, self.min_class_share = ema, min_class_share
+        self.sums: dict[str, torch.Tensor] = {}
+
+    def update(self, sources: Mapping[str, torch.Tensor], channel: torch.Tensor, advantage: torch.Tensor) -> dict[str, float]:
+        """``arew/source/<name>/<ch>/{pos,zero,neg,accuracy,accuracy_ema}`` for this step's decisions."""
+        stats: dict[str, float] = {}
+        for name, label in sources.items():
+            step_sums = accuracy_sums(label, channel, advantage)
+            if float(step_sums[..., DECISIONS].sum()) > 0:
+                self.sums[name] = self.ema * self.sums.get(name, torch.zeros_like(step_sums)) + step_sums
+            for index, ch in enumerate(CHANNELS):
+                prefix = f"arew/source/{name}/{ch}"
+                mine = channel == index
+                for word, value in (("pos", 1), ("zero", 0), ("neg", -1)):
+                    stats[f"{prefix}/{word}"] = float(((label == value) & mine).sum())
+                step_accuracy = balanced_accuracy(step_sums[index], self.min_class_share)
+                stats[f"{prefix}/accuracy"] = math.nan if step_accuracy is None else step_accuracy
+                smoothed = balanced_accuracy(self.sums[name][index], self.min_class_share) if name in self.sums else None
+                stats[f"{prefix}/accuracy_ema"] = math.nan if smoothed is None else smoothed
+        return stats

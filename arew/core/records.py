@@ -67,6 +67,8 @@ class Segments:
     samples_without_records: int = 0
     # (B,) each sample's place in the order critique noise is drawn in (its sorted noise key); None: batch order
     noise_order: torch.Tensor | None = None
+    # each critique source's own (K,) labels, "rules" the environment's (arew.core.sources); None: no source
+    sources: dict[str, torch.Tensor] | None = None
 
     @property
     def rank(self) -> torch.Tensor:

@@ -183,6 +183,8 @@ def reweight(
         else:
             estimate = _span_mean_advantages(advantages, prep)
         prep.stats.update(quality.update(prep.label, segments.channel, estimate, step))
+        if segments.sources:
+            prep.stats.update(quality.sources.update(segments.sources, segments.channel, estimate))
         factors = quality.factors()
     lambdas = tuple(prep.factor * lam * adapt for lam, adapt in zip(config.channel_lambdas(), factors))
     per_decision = decision_coefficients(

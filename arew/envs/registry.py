@@ -16,11 +16,7 @@ package takes most of a second to import).
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.metadata
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +24,9 @@ from typing import Any
 from arew.envs.base import ActiveReasoningEnv
 from arew.envs.options import check_options
 from arew.envs.users import USER_OPTIONS, make_user, split_user_options
+from arew.plugins import NAME, TARGET, PluginRegistry, load_target
 
 ENTRY_POINT_GROUP = "arew.tasks"
-# task names become Hydra group entries (task=NAME), data sources (arew/NAME) and folder names
-_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]*")
-_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 SOURCE_MODES = ("none", "optional", "required")
 
 
@@ -58,10 +52,10 @@ class TaskSpec:
     source_help: str = ""
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
+        if not NAME.fullmatch(self.name):
             raise TaskRegistryError(f"task name {self.name!r}: use lower-case letters, digits, '-', '_' or '.'")
         for field_name in ("env", "prepare"):
-            if not _TARGET.fullmatch(getattr(self, field_name)):
+            if not TARGET.fullmatch(getattr(self, field_name)):
                 raise TaskRegistryError(
                     f"task {self.name!r}: {field_name}={getattr(self, field_name)!r} is not 'package.module:attribute'"
                 )
@@ -71,45 +65,22 @@ class TaskSpec:
             raise TaskRegistryError(f"task {self.name!r}: a task that reads --source says what it is in source_help")
 
 
-_registered: dict[str, tuple[TaskSpec, str]] = {}
-
-
-def _add(into: dict[str, tuple[TaskSpec, str]], specs: Iterable[Any], origin: str) -> None:
-    for spec in specs:
-        if not isinstance(spec, TaskSpec):
-            raise TaskRegistryError(f"{origin}: expected TaskSpec entries, got {type(spec).__name__}")
-        if spec.name in into and into[spec.name][1] != origin:
-            raise TaskRegistryError(f"task {spec.name!r} is registered twice: by {into[spec.name][1]} and by {origin}")
-        into[spec.name] = (spec, origin)
-
-
-@functools.cache
-def _installed() -> dict[str, tuple[TaskSpec, str]]:
-    found: dict[str, tuple[TaskSpec, str]] = {}
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        origin = f"entry point {entry.name} = {entry.value!r}" + (f" of {entry.dist.name}" if entry.dist else "")
-        try:
-            specs = entry.load()
-        except Exception as error:  # a broken plugin names itself instead of breaking every task
-            raise TaskRegistryError(f"{origin}: cannot load it: {error}") from error
-        _add(found, specs, origin)
-    return found
+TASKS: PluginRegistry[TaskSpec] = PluginRegistry(ENTRY_POINT_GROUP, TaskSpec, "task", TaskRegistryError)
 
 
 def register(*specs: TaskSpec) -> None:
     """Add tasks in this process; a name may not clash with an installed task's (registering it again replaces it)."""
-    _add({**_installed(), **_registered}, specs, "register()")  # raises on a clash with an installed task
-    _add(_registered, specs, "register()")
+    TASKS.register(*specs)
 
 
 def unregister(name: str) -> None:
     """Remove a task added by :func:`register`."""
-    _registered.pop(name, None)
+    TASKS.unregister(name)
 
 
 def task_specs() -> dict[str, TaskSpec]:
     """Every known task by name: the installed packages' and those added by :func:`register`."""
-    return {name: spec for name, (spec, _) in {**_installed(), **_registered}.items()}
+    return TASKS.specs()
 
 
 def task_names() -> tuple[str, ...]:
@@ -117,19 +88,12 @@ def task_names() -> tuple[str, ...]:
 
 
 def task_spec(task_name: str) -> TaskSpec:
-    specs = task_specs()
-    if task_name not in specs:
-        raise KeyError(f"unknown task {task_name!r}; known: {', '.join(specs)}")
-    return specs[task_name]
+    return TASKS.spec(task_name)
 
 
 def _load(spec: TaskSpec, field_name: str) -> Any:
     target = getattr(spec, field_name)
-    module_name, attribute = target.split(":")
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise TaskRegistryError(f"task {spec.name!r}: cannot import {field_name} {target!r}: {error}") from error
+    return load_target(target, TaskRegistryError, f"task {spec.name!r}: cannot import {field_name}")
 
 
 def env_class(task_name: str) -> type[ActiveReasoningEnv]:

@@ -3,6 +3,7 @@
 from arew.episodes.driver import (
     ANSWER_NOW_NOTICE,
     OVERFLOW_POLICIES,
+    EpisodeCritiques,
     EpisodeLog,
     Transcript,
     episode_name,
@@ -14,6 +15,7 @@ from arew.episodes.keys import action_text, decision_keys
 __all__ = [
     "ANSWER_NOW_NOTICE",
     "OVERFLOW_POLICIES",
+    "EpisodeCritiques",
     "EpisodeLog",
     "Transcript",
     "action_text",

@@ -10,6 +10,10 @@ business: verl's ``arew_agent`` loop keeps a token stream with its server manage
 The log's ``phase`` names where a raise would come from: ``environment`` while the rounds run,
 ``generation`` during each of the transcript's generations (set here, for every transcript).
 
+Critique sources (:mod:`arew.critiques`): with a task's :class:`arew.critiques.settings.CritiquePlan`
+(``critiques``), the finished episode's decisions are labelled again by the plan's source and combined
+with the environment's critiques (phase ``critique``); the log keeps both (``by_source``).
+
 Budget policy: before each round the transcript says whether the round, its feedback and a
 final answer still fit; feedback is only added when a full turn still fits after it. When
 either fails, ``overflow="answer_now"`` tells the agent (:data:`ANSWER_NOW_NOTICE`) and asks for
@@ -24,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from arew.critiques.base import Decision, EpisodeContext
+from arew.critiques.settings import CritiquePlan
 from arew.envs.base import ActiveReasoningEnv, StepResult
 from arew.envs.parsing import payload_kind
 
@@ -79,6 +85,9 @@ class EpisodeLog:
     labels: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     replies: list[str | None] = field(default_factory=list)
+    # with a critique source: each source's labels ("rules": the environment's) and the episode's critique_* counts
+    by_source: dict[str, list[int]] = field(default_factory=dict)
+    critique_counts: dict[str, float] = field(default_factory=dict)
     invalid_turns: int = 0
     forced_answer: bool = False
     truncated: bool = False
@@ -114,6 +123,7 @@ class EpisodeLog:
             labels = [z for c, z in zip(self.channels, self.labels) if c == channel]
             for name, value in (("pos", 1), ("zero", 0), ("neg", -1)):
                 info[f"{channel}_{name}"] = float(sum(z == value for z in labels))
+        info.update({f"critique_{key}": float(value) for key, value in self.critique_counts.items()})
         for key, value in proxies.items():
             if key == "reward":
                 continue  # trainers log the reward themselves; verl's validation table breaks on a second "reward"
@@ -125,9 +135,42 @@ class EpisodeLog:
         return info
 
 
-async def play(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str = "answer_now") -> StepResult | None:
+@dataclass(frozen=True)
+class EpisodeCritiques:
+    """A task's critique plan and what its source is told of the episode beside the decisions."""
+
+    plan: CritiquePlan
+    task: str
+    row: Mapping[str, Any]
+    messages: tuple[Mapping[str, str], ...]
+    name: str = ""
+
+
+async def play(
+    env: ActiveReasoningEnv,
+    transcript: Transcript,
+    log: EpisodeLog,
+    overflow: str = "answer_now",
+    critiques: EpisodeCritiques | None = None,
+) -> StepResult | None:
     """Drive the rounds; returns the final answer's StepResult (or the action's that ended the
-    episode), or None if the episode ended unanswered."""
+    episode), or None if the episode ended unanswered. With ``critiques``, the source relabels the decisions."""
+    final = await _rounds(env, transcript, log, overflow)
+    if critiques is not None:
+        log.phase = "critique"
+        await _relabel(log, critiques)
+        log.phase = "environment"
+    return final
+
+
+async def _relabel(log: EpisodeLog, critiques: EpisodeCritiques) -> None:
+    decisions = tuple(Decision(*turn) for turn in zip(log.texts, log.channels, log.replies, log.labels))
+    episode = EpisodeContext(critiques.task, critiques.row, critiques.messages, decisions, critiques.name)
+    combined = await critiques.plan.label(episode)
+    log.labels, log.by_source, log.critique_counts = combined.labels, combined.by_source, combined.counts
+
+
+async def _rounds(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str) -> StepResult | None:
     if overflow not in OVERFLOW_POLICIES:
         raise ValueError(f"overflow: must be one of {list(OVERFLOW_POLICIES)}, got {overflow!r}")
     if tuple(env.rounds) not in ROUND_SEQUENCES:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-# where an episode can fail: building it, generating, inside the environment, assembling its result, or out of time
-FAILURE_REASONS = ("setup", "generation", "environment", "result", "deadline")
+# where an episode can fail: building it, generating, inside the environment, in its critique source, assembling its result, or out of time
+FAILURE_REASONS = ("setup", "generation", "environment", "critique", "result", "deadline")
 
 
 class EpisodeDeadline(Exception):

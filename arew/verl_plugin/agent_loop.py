@@ -47,14 +47,24 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.utils.profiler import simple_timer
 
 from arew.core.records import RECORDS_KEY, make_record
+from arew.core.sources import SOURCES_KEY
 from arew.core.synact import KEYS_KEY
+from arew.critiques.settings import CritiquePlan, CritiqueSettings
 from arew.envs.base import StepResult
 from arew.envs.registry import make_env
-from arew.episodes import ANSWER_NOW_NOTICE, OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play  # noqa: F401 (the notice: re-exported)
+from arew.episodes import (  # noqa: F401 (the notice: re-exported)
+    ANSWER_NOW_NOTICE,
+    OVERFLOW_POLICIES,
+    EpisodeCritiques,
+    EpisodeLog,
+    episode_name,
+    episode_seed,
+    play,
+)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.episodes.keys import decision_keys
 from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
-from arew.schema import parse_section, setting
+from arew.schema import parse_section, setting, subsection
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +93,7 @@ class AgentLoopSettings:
     max_failed_share: float = setting(
         0.1, "Largest share of a training step's episodes that may fail (exception or deadline) before the step fails", low=0, high=1
     )
+    critiques: CritiqueSettings = subsection(CritiqueSettings)
 
     def check_budget(self, response_length: int, prefix: str = "arew_agent") -> None:
         """One round, its feedback and a final answer must fit in an empty response."""
@@ -141,6 +152,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         self.settings = AgentLoopSettings.from_config(self.config.get("arew_agent"))
         self.settings.check_budget(self.response_length)
         self.rollout_settings = RolloutSettings.from_config(self.config.get("arew_rollouts"))
+        self.critique_plans: dict[str, CritiquePlan | None] = {}
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -181,7 +193,11 @@ class CritiqueAgentLoop(AgentLoopBase):
         # stable per (row, session, step): with rollout.full_determinism the engine sees it and can replay the episode
         episode.request_id = f"{AGENT_NAME}-{seed}-{kwargs.get('global_steps', 0)}"
 
-        final_step = await play(env, _TokenTranscript(self, episode, sampling_params), episode, self.settings.overflow)
+        if task not in self.critique_plans:
+            self.critique_plans[task] = self.settings.critiques.for_task(task)
+        plan = self.critique_plans[task]
+        critiques = None if plan is None else EpisodeCritiques(plan, task, extra_info, tuple(episode.messages), name)
+        final_step = await play(env, _TokenTranscript(self, episode, sampling_params), episode, self.settings.overflow, critiques)
         episode.metrics["tool_calls"] = episode.environment_seconds  # verl's name for time spent in the environment
 
         episode.phase = "result"
@@ -197,6 +213,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 KEYS_KEY: decision_keys(episode),
+                **({SOURCES_KEY: episode.by_source} if episode.by_source else {}),
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
                 **self._transcript_field(episode, kwargs),

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from arew.core.config import AReWConfig
+from arew.critiques.registry import SOURCES, source_class
 from arew.envs.registry import env_class, task_specs
 from arew.envs.tau2.customer import CUSTOMER_DEFAULTS, CUSTOMER_OPTIONS
 from arew.envs.users import USER_DEFAULTS, USER_OPTIONS
 from arew.metrics.rollouts import RolloutSettings
-from arew.schema import markdown_table, options_table, yaml_block
+from arew.schema import flat_settings, markdown_table, options_table, yaml_block
 from arew.serving.spec import ServiceSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
@@ -95,6 +96,27 @@ def env_options_markdown() -> str:
     return text
 
 
+CRITIQUE_OPTIONS = "arew_agent.critiques.options"
+CRITIQUE_INTRO = f"""## `{CRITIQUE_OPTIONS}`
+
+The options of the critique source `arew_agent.critiques.source` names (arew.critiques): each source declares
+its own in its `CONFIG` section. Set per task under `arew_agent.critiques.tasks.<task>.options`. An
+unknown option or an invalid value stops the run at start-up naming it.
+"""
+
+
+def critique_options_markdown() -> str:
+    """A table per built-in critique source (a package's sources are its own to document)."""
+    text = CRITIQUE_INTRO
+    for name, spec in SOURCES.specs().items():
+        if spec.source.startswith("arew."):
+            cls = source_class(name)
+            text += f"\n### Source `{name}` ({cls.__module__}.{cls.__name__})\n\n{spec.description}.\n\n"
+            declared = flat_settings(cls.CONFIG)
+            text += options_table({k: spec for k, (spec, _) in declared.items()}, {k: d for k, (_, d) in declared.items()}, UNREAD)
+    return text
+
+
 def _constructor_defaults(cls: type) -> dict[str, Any]:
     """The defaults of ``cls``'s constructor's keyword arguments and of those it passes on (``PASSED_ON_DEFAULTS``)."""
     try:
@@ -110,7 +132,7 @@ def markdown() -> str:
     for key, section in SECTIONS.items():
         text += f"\n{markdown_table(section, key)}"
         if key == ENV_OPTIONS.split(".")[0]:
-            text += f"\n{env_options_markdown()}"
+            text += f"\n{env_options_markdown()}\n{critique_options_markdown()}"
     return text
 
 

@@ -19,6 +19,7 @@ the Ray cluster and ``fit`` stops it (:mod:`arew.serving.ray_service` says why t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -33,7 +34,9 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
 from arew.core.quality import CRITIC_ESTIMATORS, resolve_direction
+from arew.core.sources import SOURCES_KEY, collect_source_labels
 from arew.core.synact import KEYS_KEY, collect_decision_keys
+from arew.critiques.settings import check_critique_settings
 from arew.envs.registry import check_env_options
 from arew.episodes.failures import FAILURE_REASONS
 from arew.metrics.rollouts import SECTION as ROLLOUTS_SECTION
@@ -100,8 +103,10 @@ def validate_arew_setup(config) -> None:
         check_vllm_on_cpu(rollout)
     if rollout.get("name", None) == "hf" and not cpu_backend_selected():
         raise ValueError("actor_rollout_ref.rollout.name: the hf rollout is part of the CPU backend; set VERL_PLATFORM=cpu (or use arew smoke)")
-    for task in dataset_tasks(config):
+    tasks = dataset_tasks(config)
+    for task in tasks:
         check_env_options(task, settings.env_options)
+    check_critique_settings(settings.critiques, tasks)
     estimator = algorithm.adv_estimator
     base = base_estimator_name(estimator)
     if base is None:
@@ -271,6 +276,11 @@ class AReWTrainer(PPOTrainerSync):
         )
         if segments.dropped_samples:
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
+        raw_sources = [ef.get(SOURCES_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        if any(entry is not None for entry in raw_sources):
+            source_labels, malformed = collect_source_labels(raw_sources, segments)
+            segments = dataclasses.replace(segments, sources=source_labels)
+            metrics["arew/source/malformed_samples"] = float(malformed)
         rewards = data.pop("rm_scores").sum(dim=1).tolist()  # the outcome reward, as verl's critic/score
         values = data.to_padded_tensor()["values"] if uses_values else None
         excluded = torch.tensor([pad or failure is not None for pad, failure in zip(padding, failures)], dtype=torch.bool)

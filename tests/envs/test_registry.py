@@ -17,10 +17,10 @@ def installed(monkeypatch):
     def install(*entries: tuple[str, str]) -> None:
         points = [importlib.metadata.EntryPoint(name, value, registry.ENTRY_POINT_GROUP) for name, value in entries]
         monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points if group == registry.ENTRY_POINT_GROUP else [])
-        registry._installed.cache_clear()
+        registry.TASKS.installed.cache_clear()
 
     yield install
-    registry._installed.cache_clear()
+    registry.TASKS.installed.cache_clear()
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_names_clashing_with_an_installed_task_are_refused(in_process):
     spec = TaskSpec("mediq", env="arew.envs.mediq.env:MediQEnv", prepare="arew.envs.mediq.data:prepare", description="d")
     with pytest.raises(TaskRegistryError, match="'mediq' is registered twice: by entry point mediq"):
         in_process(spec)
-    assert "mediq" not in registry._registered
+    assert "mediq" not in registry.TASKS.registered
 
 
 def test_two_packages_claiming_one_name_are_both_named(installed):
