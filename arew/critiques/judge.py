@@ -140,6 +140,8 @@ class JudgeSource(CritiqueSource):
         super().__init__(config, task)
         self.counts = _Counts()
         self.client = ChatCompletionClient(config, counters=(self.counts,))
+        for name in ("unreadable", "request_failures", "cache_hits"):  # every episode logs every count, 0 or not
+            self.stats[f"judge_{name}"] = 0.0
 
     async def critique(self, episode: EpisodeContext) -> list[SourceCritique]:
         started = time.perf_counter()

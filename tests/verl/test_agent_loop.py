@@ -21,6 +21,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.core import RECORDS_KEY, collect_segments
+from arew.core.sources import SOURCES_KEY
 from arew.core.synact import KEYS_KEY
 from arew.envs.preference.data import build_rows
 from arew.envs.preference.env import PreferenceEnv
@@ -475,3 +476,39 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
     strict = OmegaConf.merge(config, {"arew_agent": {"max_failed_share": 0.2}})
     with pytest.raises(RuntimeError, match=r"1 of 3 episodes failed this step \(33%\), more than arew_agent.max_failed_share=0.2"):
         _trainer_advantages(transfer_queue, keys, strict, tmp_path)
+
+
+async def test_a_critique_source_relabels_the_records_and_the_trainer_scores_each_source(chat_tokenizer, row, transfer_queue, tmp_path):
+    """With arew_agent.critiques.source=simulated at accuracy 0 (every label wrong) the records carry the source's labels,
+    the rules' ride beside them, and the trainer stage counts and scores both per channel."""
+    info = row["extra_info"]
+    informative, dominated = _queries(info)
+    truth = _vector(info["w_star"])
+    texts = [informative, f"<interact>{truth}</interact>", dominated, f"<answer>{truth}</answer>"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        # options are added with a leading + on the command line, as a task's env_options
+        config = compose(
+            config_name="arew_trainer",
+            overrides=["algorithm.adv_estimator=arew_grpo", "actor_rollout_ref.rollout.n=1", "arew_agent.critiques.source=simulated", "+arew_agent.critiques.options.accuracy=0.0"],
+        )  # fmt: skip
+    critiques = OmegaConf.to_container(config.arew_agent.critiques)
+    loop_config = OmegaConf.merge(config, _config(critiques=critiques))
+    worker = _worker(chat_tokenizer, ScriptedServer(chat_tokenizer, texts), loop_config)
+    await worker._run_agent_loop(
+        {}, {"step": 1, "sample_index": 0, "rollout_n": 0, "validate": False},
+        agent_name="arew_agent", raw_prompt=row["prompt"], extra_info=info, uid="src0", session_id=0, global_steps=1,
+    )  # fmt: skip
+    metrics = _trainer_advantages(transfer_queue, ["src0_0_0"], config, tmp_path)
+    extra = transfer_queue.kv_batch_get(keys=["src0_0_0"], partition_id="train", select_fields=["extra_fields"])["extra_fields"][0]
+    rules, judged = extra[SOURCES_KEY]["rules"], extra[SOURCES_KEY]["simulated"]
+    assert rules == [1, 1, -1, 0] and extra[RECORDS_KEY]["label"] == judged  # replace: the source's labels train
+    assert all(z == -r for z, r in zip(judged, rules) if r) and judged[3] in (-1, 1)  # accuracy 0: every label wrong
+    channels = extra[RECORDS_KEY]["channel"]
+    for name, labels in (("rules", rules), ("simulated", judged)):
+        for ch in ("as", "bt"):
+            for word, value in (("pos", 1), ("zero", 0), ("neg", -1)):
+                expected = sum(z == value and c == ch for z, c in zip(labels, channels))
+                assert metrics[f"arew/source/{name}/{ch}/{word}"] == expected
+        assert f"arew/source/{name}/as/accuracy" in metrics and f"arew/source/{name}/bt/accuracy_ema" in metrics
+    assert metrics["arew/source/malformed_samples"] == 0
+    assert metrics["episode/critique_changed/mean"] == 4 and metrics["episode/critique_decisions/mean"] == 4

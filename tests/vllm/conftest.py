@@ -128,7 +128,7 @@ def launch_vllm(tmp_path_factory):
     """``with launch_vllm(model_dir, name, extra_args=...) as server:`` a real vLLM server (see the module)."""
 
     def launch(model_dir: Path, name: str, extra_args=(), env=None):
-        log_path = tmp_path_factory.mktemp(f"vllm-{name}") / "server.log"
+        log_path = tmp_path_factory.mktemp(f"vllm-{name.replace('/', '-')}") / "server.log"  # a served name may hold a /
         return start_vllm_server(model_dir, name, log_path, extra_args, env)
 
     return launch
