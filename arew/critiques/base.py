@@ -92,10 +92,11 @@ class CritiqueSource(abc.ABC):
 
 @dataclass(frozen=True)
 class Combined:
-    """The labels training uses, each source's own (None as 0), and the episode's counts."""
+    """The labels training uses, each source's own (None as 0), the source's reasons, and the episode's counts."""
 
     labels: list[int]
     by_source: dict[str, list[int]]
+    reasons: list[str] = field(default_factory=list)
     counts: dict[str, float] = field(default_factory=dict)
 
 

@@ -99,7 +99,7 @@ class CritiquePlan:
             **source.stats,
         }
         by_source = {RULES: rule, self.name: [0 if c.label is None else c.label for c in critiques]}
-        return Combined(labels, by_source, counts)
+        return Combined(labels, by_source, [c.reason for c in critiques], counts)
 
 
 def check_critique_settings(settings: CritiqueSettings, tasks: Iterable[str], prefix: str = "arew_agent.critiques") -> None:

@@ -88,6 +88,7 @@ class EpisodeLog:
     # with a critique source: each source's labels ("rules": the environment's) and the episode's critique_* counts
     by_source: dict[str, list[int]] = field(default_factory=dict)
     critique_counts: dict[str, float] = field(default_factory=dict)
+    critique_reasons: list[str] = field(default_factory=list)  # the source's reason per decision
     invalid_turns: int = 0
     forced_answer: bool = False
     truncated: bool = False
@@ -103,11 +104,17 @@ class EpisodeLog:
         return step
 
     def turns(self) -> list[dict[str, Any]]:
-        """One dict per decision: the agent's text, its channel and critique, and the reply it got."""
-        return [
+        """One dict per decision: the agent's text, its channel and critique, and the reply it got; with a
+        critique source also each source's label (``sources``, "rules" the environment's) and the source's reason."""
+        turns = [
             {"agent": text, "channel": channel, "critique": label, "feedback": reply}
             for text, channel, label, reply in zip(self.texts, self.channels, self.labels, self.replies)
         ]
+        if self.by_source:
+            for i, turn in enumerate(turns):
+                turn["sources"] = {name: labels[i] for name, labels in self.by_source.items()}
+                turn["reason"] = self.critique_reasons[i]
+        return turns
 
     def info(self, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
         """Per-episode numbers: decisions, critique counts per channel, and the environment's proxies (``proxy_*``)."""
@@ -168,6 +175,7 @@ async def _relabel(log: EpisodeLog, critiques: EpisodeCritiques) -> None:
     episode = EpisodeContext(critiques.task, critiques.row, critiques.messages, decisions, critiques.name)
     combined = await critiques.plan.label(episode)
     log.labels, log.by_source, log.critique_counts = combined.labels, combined.by_source, combined.counts
+    log.critique_reasons = combined.reasons
 
 
 async def _rounds(env: ActiveReasoningEnv, transcript: Transcript, log: EpisodeLog, overflow: str) -> StepResult | None:

@@ -109,6 +109,7 @@ def transcript(turns: Sequence[Mapping[str, Any]], prompt: str, task: str | None
                 "channel": turn["channel"],
                 "critique": int(turn["critique"]),
                 "feedback": truncate(turn["feedback"], limit),
+                **({"sources": dict(turn["sources"]), "reason": truncate(turn["reason"], limit)} if "sources" in turn else {}),
             }
             for turn in turns
         ],
@@ -220,6 +221,8 @@ def build_row(
                 "critique": int(turn.get("critique", 0)),
                 "applied": None if applied is None else int(applied[i]),
                 "coefficient": None if coefficients is None else _finite(coefficients[i]),
+                "sources": turn.get("sources"),  # each critique source's label ("rules": the environment's); null: no source
+                "reason": turn.get("reason"),
             }
         )
     return {
@@ -288,6 +291,9 @@ def transcript_text(row: Mapping[str, Any]) -> str:
         if turn["applied"] is not None:
             head += f" applied {_sign(turn['applied'])} coef {turn['coefficient']:+.4g}"
         lines += [head, f"agent: {turn['agent']}"]
+        if turn.get("sources"):
+            labels = " ".join(f"{name} {_sign(label)}" for name, label in turn["sources"].items())
+            lines.append(f"critiques: {labels}" + (f" ({turn['reason']})" if turn.get("reason") else ""))
         if turn["feedback"] is not None:
             lines.append(f"env: {turn['feedback']}")
         lines.append("")
