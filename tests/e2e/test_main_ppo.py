@@ -443,10 +443,12 @@ def test_tau2_solo_trains_on_the_telecom_environment(runs_dir):
     """tau2-solo through the real trainer: every turn toggles roaming (an expected action of 14 of the 32
     training tasks: +1 there), toggles it back (0) and then repeats a call from a state seen before (-1), so
     the critiques have both signs without noise; tau2's tools run and the reward comes from the environment.
+    The mined interface contracts (critique source ``contracts``, ``combine=fill``) give -1 where the rules gave 0.
     (A bigram model can only write a reply without a token repeated before its end: one underscore, no arguments.)"""
     folder = runs_dir / "tau2-solo"
     model = _scripted_for("tau2-solo", folder, '<interact> {"name": "toggle_roaming"}</interact>')
-    result = _run(folder, *TAU2_SIZES, task="tau2-solo", model=model)
+    contracts = ("arew_agent.critiques.source=contracts", "arew_agent.critiques.combine=fill")  # the mined contracts fill the rules' 0s
+    result = _run(folder, *TAU2_SIZES, *contracts, task="tau2-solo", model=model)
     assert [s["step"] for s in result.steps] == [1, 2]
     for step in result.steps:
         assert step["episode/proxy_tool_calls/mean"] > 2 and step["episode/proxy_tool_errors/mean"] == 0
@@ -460,6 +462,11 @@ def test_tau2_solo_trains_on_the_telecom_environment(runs_dir):
         assert step["episode/proxy_ended_max_turns/mean"] + step["episode/proxy_ended_agent_stop/mean"] == 1.0
     assert sum(step["episode/proxy_expected_actions_matched/mean"] for step in result.steps) > 0
     assert sum(step["arew/both_signs_frac"] for step in result.steps) > 0
+    for step in result.steps:  # every toggle_roaming skips its diagnosis (check_network_status): a broken precondition
+        as_decisions = sum(step[f"arew/source/rules/as/{word}"] for word in ("pos", "zero", "neg"))
+        assert step["arew/source/contracts/as/neg"] == as_decisions > 0 and step["arew/source/contracts/as/pos"] == 0
+        assert step["arew/as/zero"] == 0 < step["arew/source/rules/as/zero"]  # fill: each rule 0 became the contract's -1
+        assert step["arew/as/pos"] == step["arew/source/rules/as/pos"] and step["episode/critique_changed/mean"] > 0
 
 
 def test_tau2_dual_trains_with_the_offline_customer(runs_dir):
