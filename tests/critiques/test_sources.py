@@ -208,3 +208,23 @@ async def test_a_source_relabels_a_real_episode_through_the_driver_and_the_log_k
     info = log.info(None, {})
     assert info["critique_decisions"] == 3 and info["critique_changed"] == float(sum(a != b for a, b in zip(plain.labels, [1, -1, -1])))
     assert info["critique_seen"] == 3 and info["as_pos"] == 1  # the counts are the combined labels'
+
+
+class BrokenSource(CritiqueSource):
+    CONFIG = SimulatedJudgeConfig
+
+    async def critique(self, episode):
+        raise RuntimeError("a bug in a package's source")
+
+
+async def test_a_source_that_raises_fails_its_episode_in_phase_critique(in_process):
+    """The agent loop turns the raise into a sample that trains nothing, counted under episode/failed/critique."""
+    in_process(CritiqueSourceSpec("broken-source", f"{__name__}:BrokenSource", "d"))
+    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
+    half = ", ".join(["0.5"] * 6)
+    plan = settings(source="broken-source").for_task(row["task"])
+    log = EpisodeLog()
+    with pytest.raises(RuntimeError, match="a bug in a package's source"):
+        await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript([f"<answer>{half}</answer>"]), log,
+                   critiques=EpisodeCritiques(plan, row["task"], row, (), "train:0:0"))  # fmt: skip
+    assert log.phase == "critique"
