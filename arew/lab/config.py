@@ -1,6 +1,6 @@
 """The lab's knobs (one frozen dataclass with defaults) and the variant names it understands.
 
-A variant name reads ``<base>-<method>[-synact][-flip<alpha>][-adaptive]``:
+A variant name reads ``<base>-<method>[-synact][-judge<accuracy>][-flip<alpha>][-adaptive]``:
 
 - base: ``ppo`` (verl's GAE with a small critic), ``grpo`` (verl's group-normalised outcome),
   ``gigpo`` (GiGPO: the group outcome plus a step-group term) or ``tgrpo`` (turn-level GRPO: the
@@ -9,6 +9,8 @@ A variant name reads ``<base>-<method>[-synact][-flip<alpha>][-adaptive]``:
 - method: ``vanilla`` (outcome reward only), ``as``, ``bt`` or ``as+bt`` (AReW reweighting on
   those critique channels), or ``ir`` (the intermediate-reward baseline of Appendix A.2 with
   the AS and BT critiques);
+- ``-judge<accuracy>`` (``as``, ``bt``, ``as+bt``, ``ir``): the rules' critiques are replaced by those of
+  a simulated judge of that accuracy (:attr:`Variant.judge_accuracy`), before any transform;
 - ``-flip<alpha>``: each non-zero critique's sign is flipped with probability alpha
   (the config's ``noise.flip_prob``, paper Table 2);
 - ``-adaptive`` (AReW methods only): each channel's strength follows its measured critique
@@ -36,9 +38,11 @@ GROUP_BASES = ("grpo", "gigpo", "tgrpo")
 ESTIMATORS = {"ppo": "gae", "grpo": "grpo", "gigpo": "gigpo", "tgrpo": "turn_grpo"}
 """Each base's estimator, as the trainer names its base (``arew_<estimator>``)."""
 METHODS = ("vanilla", "as", "bt", "as+bt", "ir", "synact")
+JUDGED_METHODS = ("as", "bt", "as+bt", "ir")
+"""Methods that train on the rules' critiques, which a simulated judge can replace."""
 _NAME = re.compile(
     r"^(?P<base>ppo|grpo|gigpo|tgrpo)-(?P<method>vanilla|as\+bt|as|bt|ir|synact)(?P<synact>-synact)?"
-    r"(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?(?P<adaptive>-adaptive)?$"
+    r"(?:-judge(?P<judge>[0-9]*\.?[0-9]+))?(?:-flip(?P<flip>[0-9]*\.?[0-9]+))?(?P<adaptive>-adaptive)?$"
 )
 
 DEFAULT_VARIANTS = (
@@ -66,6 +70,21 @@ class Variant:
     adaptive: bool = False
     # further ``algorithm.arew`` keys, dotted ("noise.neg_to_pos_prob") and sorted, applied last
     overrides: tuple[tuple[str, object], ...] = ()
+    # None: the rules' critiques; a value in [0, 1]: each step's rule labels are replaced (combine mode
+    # "replace") by arew.critiques.simulated's judge of that accuracy, drawn from the run's seed. It is
+    # not an algorithm.arew key: in real runs the judge is a critique source (arew_agent.critiques).
+    judge_accuracy: float | None = None
+
+    def __post_init__(self) -> None:
+        accuracy = self.judge_accuracy
+        if accuracy is None:
+            return
+        if isinstance(accuracy, bool) or not isinstance(accuracy, int | float) or not 0.0 <= accuracy <= 1.0:
+            raise ValueError(f"variant {self.name!r}: judge_accuracy must be None or a number in [0, 1], got {accuracy!r}")
+        if self.method not in JUDGED_METHODS:
+            raise ValueError(
+                f"variant {self.name!r}: judge_accuracy replaces the rules' critiques, which only {', '.join(JUDGED_METHODS)} train on"
+            )
 
     @property
     def uses_critiques(self) -> bool:
@@ -132,7 +151,8 @@ def parse_variant(name: str) -> Variant:
     match = _NAME.match(name.strip())
     if match is None:
         raise ValueError(
-            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-synact][-flip<alpha>][-adaptive], e.g. ppo-as+bt-flip0.3"
+            f"bad variant {name!r}: expected <{'|'.join(BASES)}>-<{'|'.join(METHODS)}>[-synact][-judge<accuracy>][-flip<alpha>][-adaptive], "
+            "e.g. ppo-as+bt-flip0.3"
         )
     flip = float(match["flip"]) if match["flip"] else 0.0
     if not 0.0 <= flip <= 1.0:
@@ -145,7 +165,8 @@ def parse_variant(name: str) -> Variant:
     adaptive = match["adaptive"] is not None
     if adaptive and match["method"] in ("vanilla", "ir"):
         raise ValueError(f"bad variant {name!r}: -adaptive needs an AReW method (as, bt, as+bt or synact)")
-    return Variant(name.strip(), match["base"], match["method"], flip, synact, adaptive)
+    judge = float(match["judge"]) if match["judge"] else None
+    return Variant(name.strip(), match["base"], match["method"], flip, synact, adaptive, judge_accuracy=judge)
 
 
 @dataclass(frozen=True)

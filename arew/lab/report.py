@@ -50,18 +50,32 @@ CURVE_METRICS = {
     "bt_follow": "BT follows the evidence (sign agreement)",
 }
 # log columns whose per-run training mean a study's table can show (STUDY_COLUMNS)
-TRAINING_MEANS = ("as_accuracy", "bt_accuracy", "as_positive_share", "as_adaptive_factor", "as_outcome_constant_share", "bt_outcome_constant_share")
+TRAINING_MEANS = (
+    "as_accuracy",
+    "bt_accuracy",
+    "as_positive_share",
+    "as_adaptive_factor",
+    "as_outcome_constant_share",
+    "bt_outcome_constant_share",
+    "as_rule_agreement",
+    "bt_rule_agreement",
+)
+EARLY_UPDATES = 10
+"""Updates over which the ``as_proxy_early_drift`` column measures an update rule's first-order effect (Prop. 4.1)."""
 RESULT_COLUMNS = (
     "variant",
     "base",
     "method",
     "flip_prob",
+    "judge_accuracy",
     "overrides",
     "seeds",
     *(f"{m}_{s}" for m in TABLE_METRICS for s in ("mean", "std")),
     "train_reward_final",
     "pos_neg_ratio_final",
     *(f"{c}_train_{s}" for c in TRAINING_MEANS for s in ("mean", "std")),
+    "as_proxy_early_drift_mean",
+    "as_proxy_early_drift_std",
     "steps_to_vanilla_final",
     "reached_vanilla_final",
     "vanilla_final_train_reward",
@@ -83,11 +97,18 @@ STUDY_COLUMNS = {
             ("as_adaptive_factor", "AS lambda factor (training mean)"),
             ("as_outcome_constant_share", "AS outcome-constant share (training mean)"),
             ("bt_outcome_constant_share", "BT outcome-constant share (training mean)"),
+            ("as_rule_agreement", "AS agreement with the rule (training mean)"),
+            ("bt_rule_agreement", "BT agreement with the rule (training mean)"),
         )
     },
+    "as_proxy_early_drift": (
+        f"AS proxy drift (updates 1-{EARLY_UPDATES})",
+        "as_proxy_early_drift_mean",
+        "as_proxy_early_drift_std",
+    ),
 }
 """Columns a study may add: per-run means over training of a logged column (steps that logged none are
-skipped), then mean and spread over seeds."""
+skipped), or the early drift of the AS proxy (:func:`early_drift`), then mean and spread over seeds."""
 
 
 def resolve_variants(config: LabConfig, variants: Sequence[Variant] | None = None) -> list[Variant]:
@@ -107,6 +128,16 @@ def training_mean(result: RunResult, column: str) -> float | None:
     values = [row.get(column) for row in result.log]
     values = [v for v in values if v is not None and not np.isnan(v)]
     return float(np.mean(values)) if values else None
+
+
+def early_drift(result: RunResult, column: str, updates: int = EARLY_UPDATES) -> float | None:
+    """Mean of a logged column over the rollouts after each of the first ``updates`` updates (log steps
+    2 to updates + 1) minus its value before any (step 1): the early, first-order change an update rule
+    makes, which Prop. 4.1 ties to the critiques' accuracy. None for a one-step run or a step without it."""
+    values = [row.get(column) for row in result.log[: updates + 1]]
+    if len(values) < 2 or None in values:
+        return None
+    return float(np.mean(values[1:]) - values[0])
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -149,6 +180,7 @@ def summarise(
             continue
         variant = lookup[name]
         row = {"variant": name, "base": variant.base, "method": variant.method, "flip_prob": variant.flip_prob}
+        row["judge_accuracy"] = "" if variant.judge_accuracy is None else variant.judge_accuracy
         row["overrides"] = json.dumps(dict(variant.overrides)) if variant.overrides else ""
         row["seeds"] = len(runs)
         for metric in TABLE_METRICS:
@@ -162,6 +194,9 @@ def summarise(
             means = [m for m in (training_mean(r, column) for r in runs) if m is not None]
             row[f"{column}_train_mean"] = float(np.mean(means)) if means else ""
             row[f"{column}_train_std"] = _spread(means) if means else ""
+        drifts = [d for d in (early_drift(r, "as_proxy") for r in runs) if d is not None]
+        row["as_proxy_early_drift_mean"] = float(np.mean(drifts)) if drifts else ""
+        row["as_proxy_early_drift_std"] = _spread(drifts) if drifts else ""
         vanilla = f"{variant.base}-vanilla"
         row["steps_to_vanilla_final"] = ""
         row["reached_vanilla_final"] = ""

@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variants",
         default=None,
-        help="comma-separated <ppo|grpo>-<vanilla|as|bt|as+bt|ir|synact>[-synact][-flip<alpha>][-adaptive] (default: "
+        help="comma-separated <ppo|grpo|gigpo|tgrpo>-<vanilla|as|bt|as+bt|ir|synact>[-synact][-judge<accuracy>]"
+        "[-flip<alpha>][-adaptive] (default: "
         + ",".join(DEFAULT_VARIANTS)
         + ")",
     )

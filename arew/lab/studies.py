@@ -176,6 +176,28 @@ SYNACT = Study(
 )
 
 
+# the judge's accuracy, from the rules' own labels (1) through chance (0.5) to the rules inverted (0)
+JUDGE_ACCURACIES = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4, 0.25, 0.0)
+
+JUDGE_ACCURACY = Study(
+    "judge-accuracy",
+    "Prop. 4.1: the rules' critiques replaced by a simulated judge of known accuracy (arew.critiques.simulated), "
+    "as+bt on PPO and GRPO; the judge at accuracy 1 must train exactly as the rules",
+    tuple(
+        arm(name)
+        for base in ("ppo", "grpo")
+        for name in (f"{base}-vanilla", f"{base}-as+bt", *(f"{base}-as+bt-judge{a:g}" for a in JUDGE_ACCURACIES))
+    ),
+    table_columns=(
+        "as_rule_agreement_train",
+        "bt_rule_agreement_train",
+        "as_accuracy_train",
+        "bt_accuracy_train",
+        "as_proxy_early_drift",
+    ),
+)
+
+
 def _baselines(name: str, task: str) -> Study:
     """Issue 27's comparison on one task: each credit-assignment baseline alone and under AReW."""
     similar = {"credit": {"gigpo_match": "similar"}}
@@ -204,7 +226,7 @@ BASELINES_S3 = _baselines("baselines-s3", "pe-g-s3")
 
 STUDIES: dict[str, Study] = {
     s.name: s
-    for s in (FALSE_POSITIVES, DESTRUCTION, LAMBDA, GROUPING, CRITIQUE_ACCURACY, ADAPTIVE, SYNACT, BASELINES, BASELINES_S3)
+    for s in (FALSE_POSITIVES, DESTRUCTION, LAMBDA, GROUPING, CRITIQUE_ACCURACY, ADAPTIVE, SYNACT, JUDGE_ACCURACY, BASELINES, BASELINES_S3)
 }
 
 for _study in STUDIES.values():  # a bad arm fails at import, naming the key

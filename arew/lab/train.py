@@ -1,6 +1,7 @@
 """One lab run: a variant trained from one seed, with verl's estimators and losses and AReW's core.
 
 The advantage stage is the trainer's, on (B, 2H) tensors with one position per decision:
+a ``-judge`` variant's labels are first replaced by the simulated judge's (:func:`judge_rollout`);
 outcome reward at the last position; for ``ir`` the critiques enter as intermediate rewards
 first (:func:`arew.core.shape_rewards`); then verl's GAE (with the small critic)
 or GRPO; then for AReW variants :func:`arew.core.reweight` after the estimator's
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -22,11 +23,13 @@ from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, CritiqueInjection, QualityTracker, reweight, shape_rewards
 from arew.core.credit import gigpo_advantages, turn_grpo_advantages
+from arew.core.records import CHANNELS
 from arew.core.synact import apply_synact, synact
+from arew.critiques.simulated import simulated_judge_labels
 from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
-from arew.lab.config import ESTIMATORS, GROUP_BASES, LabConfig, Variant
+from arew.lab.config import ESTIMATORS, GROUP_BASES, JUDGED_METHODS, LabConfig, Variant
 from arew.lab.reproducibility import arithmetic
 from arew.lab.rollout import Rollout, rollout
 from arew.metrics.selflock import selflock_metrics
@@ -64,6 +67,8 @@ LOG_COLUMNS = (
     "bt_advantage_positive_share",
     "as_adaptive_factor",
     "bt_adaptive_factor",
+    "as_rule_agreement",  # share of the critiques trained on (before the transforms) equal to the rules': 1 but
+    "bt_rule_agreement",  # under a simulated judge, where it measures the judge's accuracy (NaN: no critiques)
 )
 FINAL_COLUMNS = (
     "reward",
@@ -153,6 +158,18 @@ def advantage_stage(
     return AdvantageStage(advantages, returns, base, injection)
 
 
+def judge_rollout(ro: Rollout, accuracy: float, generator: torch.Generator) -> Rollout:
+    """``ro`` with a simulated judge's labels in place of the rules' (combine mode "replace")."""
+    return replace(ro, labels=simulated_judge_labels(ro.labels, accuracy, generator))
+
+
+def rule_agreement(labels: torch.Tensor, rules: torch.Tensor) -> dict[str, float]:
+    """Each channel's share of (B, 2H) ``labels`` equal to the rules' (``<ch>_rule_agreement``): what a
+    simulated judge's accuracy turned out to be, beside the accuracy it was set to."""
+    agree = (labels == rules).float()
+    return {f"{channel}_rule_agreement": float(agree[:, i::2].mean()) for i, channel in enumerate(CHANNELS)}
+
+
 def belief_follow(ro: Rollout, step_bins: torch.Tensor) -> float:
     """Mean sign agreement of BT steps with the latest evidence, over attributes that had some.
 
@@ -222,10 +239,11 @@ def train_run(
 ) -> RunResult:
     """Train ``variant`` from ``seed`` for ``config.steps`` steps and evaluate on held-out tasks.
 
-    The seed fixes the task split, the initial weights, the sampled actions and the critique
-    noise, so a run is reproducible; variants sharing a seed see the same tasks. The run uses
-    one torch thread whatever the caller's setting: reductions split over several threads
-    round differently, and results must not depend on the machine or the worker count.
+    The seed fixes the task split, the initial weights, the sampled actions, the critique
+    noise and a simulated judge's errors, so a run is reproducible; variants sharing a seed see
+    the same tasks. The run uses one torch thread whatever the caller's setting: reductions split
+    over several threads round differently, and results must not depend on the machine or the
+    worker count.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -260,6 +278,8 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
     quality = QualityTracker.from_config(arew, estimator, config.gamma * config.gae_lambda) if reweights else None
     rng = np.random.default_rng([seed, 1])
     generator = torch.Generator().manual_seed(seed)
+    # its own stream: the judge's draws leave the tasks and the sampled actions as in the rules' run
+    judge = torch.Generator().manual_seed(seed + 2_000_003) if variant.judge_accuracy is not None else None
 
     group = config.group_size if variant.base in GROUP_BASES else 1
     log, critique_stats, rollouts = [], [], []
@@ -277,6 +297,10 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             config.replay_samples,
             diagnose=True,
         )
+        rules = ro.labels
+        if judge is not None:
+            ro = judge_rollout(ro, variant.judge_accuracy, judge)
+        agreement = rule_agreement(ro.labels, rules) if variant.method in JUDGED_METHODS else {}
         monitor: dict[str, float] = {}
         stage = advantage_stage(ro, variant, arew, config, step, monitor, quality)
         advantages, returns, base = stage.advantages, stage.returns, stage.base
@@ -313,6 +337,7 @@ def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[i
             row[f"{name}_positive_share"] = measured.get(f"arew/{name}/positive_share", math.nan)
             row[f"{name}_advantage_positive_share"] = measured.get(f"arew/{name}/advantage_positive_share", math.nan)
             row[f"{name}_adaptive_factor"] = factors[index]
+            row[f"{name}_rule_agreement"] = agreement.get(f"{name}_rule_agreement", math.nan)
         log.append({key: row[key] for key in LOG_COLUMNS})
         # the trainer logs the SynAct monitor's arew/synact/* beside the injection's arew/* statistics: so does the export
         critique_stats.append({**monitor, **({} if stage.injection is None else stage.injection.stats)})

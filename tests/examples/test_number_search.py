@@ -32,10 +32,10 @@ def plugin(tmp_path_factory):
         check=True,
     )
     sys.path.insert(0, str(target))
-    registry._installed.cache_clear()
+    registry.TASKS.installed.cache_clear()
     yield {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))}
     sys.path.remove(str(target))
-    registry._installed.cache_clear()
+    registry.TASKS.installed.cache_clear()
     for name in [m for m in sys.modules if m.split(".")[0] == "number_search"]:
         del sys.modules[name]
 
