@@ -119,7 +119,7 @@ async def test_failed_requests_and_unreadable_replies_are_no_critique_and_counte
 
 
 async def test_a_slow_judge_times_out_into_no_critique(serve):
-    server, url = await serve(lambda n, body: delay(5, "CRITIQUE: +1"))
+    server, url = await serve(lambda n, body: delay(1, "CRITIQUE: +1"))
     source = JudgeSource(config(url, timeout=0.2, max_retries=0), "mediq")
     result = await source.critique(episode(1))
     assert result[0].label is None and source.stats["judge_timeouts"] == 1
