@@ -228,3 +228,20 @@ async def test_a_source_that_raises_fails_its_episode_in_phase_critique(in_proce
         await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript([f"<answer>{half}</answer>"]), log,
                    critiques=EpisodeCritiques(plan, row["task"], row, (), "train:0:0"))  # fmt: skip
     assert log.phase == "critique"
+
+
+async def test_the_rollout_rows_show_each_sources_label_and_the_reason_per_turn(in_process):
+    from arew.metrics.rollouts import build_row, transcript, transcript_text
+
+    in_process(CritiqueSourceSpec("echo", f"{__name__}:EchoSource", "d"))
+    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
+    half = ", ".join(["0.5"] * 6)
+    texts = ["<interact>1, 1 | 1, 2</interact>", f"<interact>{half}</interact>", f"<answer>{half}</answer>"]
+    log = EpisodeLog()
+    plan = settings(source="echo", combine="fill").for_task(row["task"])
+    await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript(texts), log, critiques=EpisodeCritiques(plan, row["task"], row, (), "n"))
+    stored = transcript(log.turns(), "prompt", row["task"], "arew/pe-g-s2", 4000)
+    built = build_row("train", 1, "n", 0.0, stored, {}, None)
+    assert [t["sources"] for t in built["turns"]] == [{"rules": r, "echo": e} for r, e in zip(log.by_source["rules"], [1, -1, -1])]
+    assert [t["reason"] for t in built["turns"]] == ["echo"] * 3 and [t["critique"] for t in built["turns"]] == log.labels
+    assert "critiques: rules -1 echo +1 (echo)" in transcript_text(built)

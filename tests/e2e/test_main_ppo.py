@@ -505,7 +505,7 @@ def _rollouts(result: smoke.SmokeRun, split: str) -> list[dict]:
 
 
 ROW_KEYS = {"split", "step", "episode", "task", "data_source", "reward", "failed", "prompt", "numbers", "turns"}
-TURN_KEYS = {"index", "turn", "channel", "agent", "feedback", "critique", "applied", "coefficient"}
+TURN_KEYS = {"index", "turn", "channel", "agent", "feedback", "critique", "applied", "coefficient", "sources", "reason"}
 
 
 def _check_schema(row: dict, split: str) -> None:
@@ -516,6 +516,7 @@ def _check_schema(row: dict, split: str) -> None:
     for i, turn in enumerate(row["turns"]):
         assert set(turn) == TURN_KEYS and turn["index"] == i and turn["channel"] in ("as", "bt") and turn["turn"] >= 1
         assert isinstance(turn["agent"], str) and turn["critique"] in (-1, 0, 1)
+        assert turn["sources"] is None and turn["reason"] is None  # no critique source in this run
     assert row["turns"][0]["turn"] == 1 and row["turns"][-1]["feedback"] is None  # the final answer gets no reply
 
 
