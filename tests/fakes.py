@@ -80,6 +80,30 @@ class FakeChatServer:
             self.in_flight -= 1
 
 
+# ---- an agent for the episode driver ----------------------------------------------------------------------------
+class ScriptedAgent:
+    """A transcript (:class:`arew.episodes.driver.Transcript`) whose agent writes ``texts`` in turn; every round
+    fits and every message is taken; a counterfactual generation is a test's mistake (the task asks for none)."""
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    def round_fits(self) -> bool:
+        return True
+
+    async def generate(self) -> str:
+        return self.texts.pop(0)
+
+    def add_feedback(self, text: str) -> bool:
+        return True
+
+    async def counterfactual_update(self, feedback: str) -> str:
+        raise AssertionError("a scripted agent writes no counterfactual update")
+
+    async def counterfactual_action(self, belief: str) -> str | None:
+        raise AssertionError("a scripted agent writes no counterfactual action")
+
+
 # ---- a rollout server for the agent loop --------------------------------------------------------------------
 class ScriptedServer:
     """A policy that writes the next of ``texts`` (then end-of-turn) at each generate call, so that an agent-loop

@@ -45,7 +45,7 @@ import asyncio
 import json
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 try:
@@ -57,7 +57,22 @@ from arew.chat.config import ClientConfig
 from arew.chat.responses import ToolCallRequest, chat_completion_message, chat_completion_text
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-COUNTERS = ("requests", "retries", "timeouts", "connection_errors", "http_errors", "short_circuits", "parse_failures")
+
+
+@dataclass
+class RequestCounts:
+    """A counter per event the client counts: a ready ``counters`` object for a caller without counts of its own."""
+
+    requests: int = 0
+    retries: int = 0
+    timeouts: int = 0
+    connection_errors: int = 0
+    http_errors: int = 0
+    short_circuits: int = 0
+    parse_failures: int = 0
+
+
+COUNTERS = tuple(f.name for f in fields(RequestCounts))
 
 _BREAKERS: dict[str, CircuitBreaker] = {}
 _SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[dict[str, Any], Any]] = weakref.WeakKeyDictionary()

@@ -299,11 +299,12 @@ class SourceScores:
             step_sums = accuracy_sums(label, channel, advantage)
             if float(step_sums[..., DECISIONS].sum()) > 0:
                 self.sums[name] = self.ema * self.sums.get(name, torch.zeros_like(step_sums)) + step_sums
+            # one bincount over (channel, label): columns -1, 0, +1
+            counts = torch.bincount(channel * 3 + (label + 1), minlength=len(CHANNELS) * 3).view(-1, 3).tolist()
             for index, ch in enumerate(CHANNELS):
                 prefix = f"arew/source/{name}/{ch}"
-                mine = channel == index
-                for word, value in (("pos", 1), ("zero", 0), ("neg", -1)):
-                    stats[f"{prefix}/{word}"] = float(((label == value) & mine).sum())
+                neg, zero, pos = counts[index]
+                stats.update({f"{prefix}/pos": float(pos), f"{prefix}/zero": float(zero), f"{prefix}/neg": float(neg)})
                 step_accuracy = balanced_accuracy(step_sums[index], self.min_class_share)
                 stats[f"{prefix}/accuracy"] = math.nan if step_accuracy is None else step_accuracy
                 smoothed = balanced_accuracy(self.sums[name][index], self.min_class_share) if name in self.sums else None

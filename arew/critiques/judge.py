@@ -25,10 +25,10 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from arew.chat import ChatCompletionClient, ClientConfig, RequestFailed
-from arew.chat.client import COUNTERS
+from arew.chat.client import COUNTERS, RequestCounts
 from arew.critiques.base import CritiqueSource, EpisodeContext, SourceCritique
 from arew.critiques.judge_prompts import TEMPLATES, decision_messages, episode_messages
 from arew.schema import setting
@@ -98,21 +98,6 @@ class JudgeConfig(ClientConfig):
     cache_size: int = setting(20000, "Judgements kept per process, keyed by the request (0: no cache)", low=0)
 
 
-@dataclass
-class _Counts:
-    """The chat client's counters for one episode's requests."""
-
-    requests: int = 0
-    retries: int = 0
-    timeouts: int = 0
-    connection_errors: int = 0
-    http_errors: int = 0
-    short_circuits: int = 0
-    parse_failures: int = 0
-
-
-assert {f.name for f in fields(_Counts)} == set(COUNTERS)  # the client counts exactly these
-
 _CACHE: OrderedDict[str, tuple[int, str]] = OrderedDict()
 _FAILURES = {"count": 0}
 
@@ -143,7 +128,7 @@ class JudgeSource(CritiqueSource):
 
     def __init__(self, config: JudgeConfig, task: str):
         super().__init__(config, task)
-        self.counts = _Counts()
+        self.counts = RequestCounts()
         self.client = ChatCompletionClient(config, counters=(self.counts,))
         for name in ("unreadable", "request_failures", "cache_hits"):  # every episode logs every count, 0 or not
             self.stats[f"judge_{name}"] = 0.0

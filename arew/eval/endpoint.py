@@ -28,6 +28,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from arew.chat import ChatCompletionClient, ChatReply, ClientConfig, RequestFailed
+from arew.chat.client import RequestCounts
 from arew.eval.model import Completion, GenerationError, GenerationParams
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -39,19 +40,12 @@ FINISH_REASONS = {"stop": "stop", "length": "length", None: "stop"}  # None: a s
 
 
 @dataclass
-class EndpointStats:
+class EndpointStats(RequestCounts):
     """Counts of one :class:`EndpointModel` for the runner's report: ``requests`` HTTP attempts,
     ``retries`` attempts after the first, ``timeouts``, ``connection_errors`` and ``http_errors``
     failed attempts by kind, ``short_circuits`` requests not made because the circuit was open,
     ``parse_failures`` replies malformed or ended abnormally, ``completions`` turns returned."""
 
-    requests: int = 0
-    retries: int = 0
-    timeouts: int = 0
-    connection_errors: int = 0
-    http_errors: int = 0
-    short_circuits: int = 0
-    parse_failures: int = 0
     completions: int = 0
 
     def as_dict(self, prefix: str = "") -> dict[str, float]:

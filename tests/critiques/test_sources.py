@@ -17,6 +17,7 @@ from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, play
 from arew.schema import ConfigError, parse_section
+from fakes import ScriptedAgent
 
 RULE = [1, 0, -1, 0, 1]
 
@@ -172,37 +173,25 @@ async def test_the_simulated_source_labels_an_episode_the_same_way_each_time():
     assert [c.label for c in first] != [c.label for c in other]
 
 
-class ScriptedTranscript:
-    def __init__(self, texts):
-        self.texts = list(texts)
+HALF = ", ".join(["0.5"] * 6)
+REPEATED_ITEM = ["<interact>1, 1 | 1, 2</interact>", f"<interact>{HALF}</interact>", f"<answer>{HALF}</answer>"]  # AS -1
 
-    def round_fits(self):
-        return True
 
-    async def generate(self):
-        return self.texts.pop(0)
-
-    def add_feedback(self, text):
-        return True
-
-    async def counterfactual_update(self, feedback):
-        raise AssertionError("PE asks for no counterfactual")
-
-    async def counterfactual_action(self, belief):
-        raise AssertionError("PE asks for no counterfactual")
+async def play_pe(log: EpisodeLog, texts, plan=None, with_messages=False) -> dict:
+    """A PE-G episode of ``texts`` into ``log``, critiqued by ``plan``'s source when given; returns its row."""
+    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
+    env = make_env(row["task"], row, row["seed"])
+    messages = tuple(env.initial_messages()) if with_messages else ()
+    critiques = None if plan is None else EpisodeCritiques(plan, row["task"], row, messages, "train:0:0")
+    await play(env, ScriptedAgent(texts), log, critiques=critiques)
+    return row
 
 
 async def test_a_source_relabels_a_real_episode_through_the_driver_and_the_log_keeps_both(in_process):
     in_process(CritiqueSourceSpec("echo", f"{__name__}:EchoSource", "d"))
-    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
-    half = ", ".join(["0.5"] * 6)
-    texts = ["<interact>1, 1 | 1, 2</interact>", f"<interact>{half}</interact>", f"<answer>{half}</answer>"]  # a repeat item: AS -1
-    plain = EpisodeLog()
-    await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript(texts), plain)
-    log = EpisodeLog()
-    plan = settings(source="echo", combine="replace").for_task(row["task"])
-    messages = tuple(make_env(row["task"], row, row["seed"]).initial_messages())
-    await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript(texts), log, critiques=EpisodeCritiques(plan, row["task"], row, messages, "train:0:0"))
+    plain, log = EpisodeLog(), EpisodeLog()
+    await play_pe(plain, REPEATED_ITEM)
+    await play_pe(log, REPEATED_ITEM, settings(source="echo", combine="replace").for_task("pe-g-s2"), with_messages=True)
     assert log.labels == [1, -1, -1] and log.by_source == {RULES: plain.labels, "echo": [1, -1, -1]}
     assert plain.labels[0] == -1 and log.phase == "environment"
     info = log.info(None, {})
@@ -220,13 +209,9 @@ class BrokenSource(CritiqueSource):
 async def test_a_source_that_raises_fails_its_episode_in_phase_critique(in_process):
     """The agent loop turns the raise into a sample that trains nothing, counted under episode/failed/critique."""
     in_process(CritiqueSourceSpec("broken-source", f"{__name__}:BrokenSource", "d"))
-    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
-    half = ", ".join(["0.5"] * 6)
-    plan = settings(source="broken-source").for_task(row["task"])
     log = EpisodeLog()
     with pytest.raises(RuntimeError, match="a bug in a package's source"):
-        await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript([f"<answer>{half}</answer>"]), log,
-                   critiques=EpisodeCritiques(plan, row["task"], row, (), "train:0:0"))  # fmt: skip
+        await play_pe(log, [f"<answer>{HALF}</answer>"], settings(source="broken-source").for_task("pe-g-s2"))
     assert log.phase == "critique"
 
 
@@ -234,12 +219,8 @@ async def test_the_rollout_rows_show_each_sources_label_and_the_reason_per_turn(
     from arew.metrics.rollouts import build_row, transcript, transcript_text
 
     in_process(CritiqueSourceSpec("echo", f"{__name__}:EchoSource", "d"))
-    row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
-    half = ", ".join(["0.5"] * 6)
-    texts = ["<interact>1, 1 | 1, 2</interact>", f"<interact>{half}</interact>", f"<answer>{half}</answer>"]
     log = EpisodeLog()
-    plan = settings(source="echo", combine="fill").for_task(row["task"])
-    await play(make_env(row["task"], row, row["seed"]), ScriptedTranscript(texts), log, critiques=EpisodeCritiques(plan, row["task"], row, (), "n"))
+    row = await play_pe(log, REPEATED_ITEM, settings(source="echo", combine="fill").for_task("pe-g-s2"))
     stored = transcript(log.turns(), "prompt", row["task"], "arew/pe-g-s2", 4000)
     built = build_row("train", 1, "n", 0.0, stored, {}, None)
     assert [t["sources"] for t in built["turns"]] == [{"rules": r, "echo": e} for r, e in zip(log.by_source["rules"], [1, -1, -1])]

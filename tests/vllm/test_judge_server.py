@@ -13,6 +13,7 @@ from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, play
 from arew.schema import parse_section
+from fakes import ScriptedAgent
 
 pytestmark = pytest.mark.vllm
 
@@ -25,22 +26,6 @@ def judge_server(launch_vllm, scripted_model_dir):
         yield server
 
 
-class Scripted:
-    """An agent that writes ``texts`` in turn (the driver's transcript protocol)."""
-
-    def __init__(self, texts):
-        self.texts = list(texts)
-
-    def round_fits(self):
-        return True
-
-    async def generate(self):
-        return self.texts.pop(0)
-
-    def add_feedback(self, text):
-        return True
-
-
 async def _play_pe(critiques: dict) -> EpisodeLog:
     row = build_rows("pe-g-s2", 2, 1, 1, seed=3)["train"][0]["extra_info"]
     half = ", ".join(["0.5"] * 6)
@@ -49,7 +34,7 @@ async def _play_pe(critiques: dict) -> EpisodeLog:
     plan = parse_section(CritiqueSettings, critiques, "arew_agent.critiques").for_task(row["task"])
     env = make_env(row["task"], row, row["seed"])
     log = EpisodeLog()
-    await play(env, Scripted(texts), log, critiques=EpisodeCritiques(plan, row["task"], row, tuple(env.initial_messages()), "train:0:0"))
+    await play(env, ScriptedAgent(texts), log, critiques=EpisodeCritiques(plan, row["task"], row, tuple(env.initial_messages()), "train:0:0"))
     return log
 
 
