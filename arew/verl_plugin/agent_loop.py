@@ -13,7 +13,10 @@ For every assistant turn the loop records its token span, channel and critique i
 state and action key in ``extra_fields["arew_decision_keys"]`` (:mod:`arew.core.synact`), puts the outcome
 reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["arew_episode"]``, the weight versions it was generated with in
-``min_global_steps``/``max_global_steps`` (verl's staleness tags), and the episode's metrics in
+``min_global_steps``/``max_global_steps`` (verl's staleness tags) and per decision in
+``extra_fields["arew_decision_versions"]`` (:mod:`arew.metrics.staleness`; under the asynchronous
+trainers a decision whose generation a weight sync cut is resumed by verl's client and stays one
+token span with one critique, generated under two versions), and the episode's metrics in
 ``extra_fields["reward_extra_info"]`` (verl logs those in validation; the AReW trainer logs
 their batch means under ``episode/`` in training), and, unless ``arew_rollouts`` samples no
 episode, the readable transcript in ``extra_fields["arew_transcript"]``
@@ -64,6 +67,7 @@ from arew.episodes import (  # noqa: F401 (the notice: re-exported)
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.episodes.keys import decision_keys
 from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
+from arew.metrics.staleness import VERSIONS_KEY, decision_versions
 from arew.schema import parse_section, setting, subsection
 
 logger = logging.getLogger(__name__)
@@ -123,14 +127,23 @@ class _Episode(EpisodeLog):
     spans: list[tuple[int, int]] = field(default_factory=list)
     counterfactual_calls: int = 0
     weight_versions: list[int] = field(default_factory=list)
+    # per decision, the oldest and newest weight version its generation ran under (two when a sync cut and resumed it)
+    decision_lows: list[int | None] = field(default_factory=list)
+    decision_highs: list[int | None] = field(default_factory=list)
     task: str | None = None
     prompt: str = ""  # the prompt's last user message
 
-    def note_generation(self, output) -> None:
-        """Record the weight version (trainer global step) a generation came from, as verl's own loops do."""
-        version = output.extra_fields.get("global_steps")
-        if version is not None:
-            self.weight_versions.append(int(version))
+    def note_generation(self, output) -> tuple[int | None, int | None]:
+        """Record the weight versions (trainer global steps) a generation ran under, as verl's own loops do.
+
+        verl's clients tag an output with ``min/max_global_steps``; a partial rollout's resumed generation
+        (``colocate_async``, ``separate_async``) spans both. Returns (oldest, newest)."""
+        fields = output.extra_fields
+        latest = fields.get("global_steps")
+        low, high = fields.get("min_global_steps", latest), fields.get("max_global_steps", latest)
+        versions = tuple(None if v is None else int(v) for v in (low, high))
+        self.weight_versions.extend(v for v in versions if v is not None)
+        return versions
 
     def weight_version_fields(self, step: int | None) -> dict[str, int | None]:
         """``min/max_global_steps`` for verl's staleness tags; the sample's own step when no generation reported one."""
@@ -213,6 +226,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             extra_fields={
                 RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
                 KEYS_KEY: decision_keys(episode),
+                VERSIONS_KEY: decision_versions(episode.decision_lows, episode.decision_highs),
                 **({SOURCES_KEY: episode.by_source} if episode.by_source else {}),
                 EPISODE_INFO_KEY: info,
                 EPISODE_NAME_KEY: name,
@@ -301,7 +315,9 @@ class CritiqueAgentLoop(AgentLoopBase):
             output = await self.server_manager.generate(
                 request_id=episode.request_id, prompt_ids=episode.runtime_ids, sampling_params=params
             )
-        episode.note_generation(output)
+        low, high = episode.note_generation(output)
+        episode.decision_lows.append(low)
+        episode.decision_highs.append(high)
         if output.num_preempted is not None:
             metrics["num_preempted"] = max(metrics.get("num_preempted", 0), 0) + output.num_preempted
         before = len(episode.response_mask)

@@ -74,7 +74,8 @@ def _require_batch(name: str) -> AdvantageBatch:
     batch = _current.get()
     if batch is None:
         raise RuntimeError(
-            f"advantage estimator '{name}' needs the AReW trainer: set trainer.v1.trainer_mode=arew "
+            f"advantage estimator '{name}' needs an AReW trainer: set trainer.v1.trainer_mode=arew "
+            "(or arew_colocate_async, arew_separate_async) "
             "(it supplies the per-turn critique records, critic values and global step)."
         )
     return batch

@@ -1,6 +1,19 @@
-"""``trainer.v1.trainer_mode=arew``: verl's synchronous v1 trainer with a critique-aware advantage stage.
+"""AReW's trainer modes: verl's v1 trainers with a critique-aware advantage stage.
 
-Only the advantage stage differs from ``PPOTrainerSync``: before verl computes advantages it
+``trainer.v1.trainer_mode`` picks one of verl's three v1 trainers with AReW's stage on top:
+
+- ``arew``: verl's ``sync`` trainer (``PPOTrainerSync``).
+- ``arew_colocate_async``: verl's ``colocate_async`` (trainer and rollout share the devices; at
+  the end of each step's sampling the unfinished generations are aborted, and resumed under the new
+  weights after the update; settings under ``trainer.v1.colocate_async``).
+- ``arew_separate_async``: verl's ``separate_async`` (a standalone rollout pool fed through an
+  NCCL-class checkpoint engine; settings under ``trainer.v1.separate_async``). GPU clusters only:
+  :func:`check_trainer_mode` says what it needs.
+
+verl keys its replay buffer, dataloader, refill and checkpoint behaviour on its own mode names, so
+each AReW mode runs verl's code under verl's name (:meth:`AReWStage._build_replay_buffer`).
+
+Only the advantage stage differs from verl's trainer: before verl computes advantages it
 also fetches each sample's ``extra_fields`` (the critique records, see
 :mod:`arew.core.records`), the response lengths and, for GAE, the critic values from
 TransferQueue, and exposes them to the AReW estimator; afterwards the estimator's
@@ -8,11 +21,11 @@ statistics join the step metrics under ``arew/``. Failed episodes (see the failu
 :mod:`arew.verl_plugin.agent_loop`) and verl's padding samples are kept out of the group
 statistics; failures are counted per reason, and the step fails when their share exceeds
 ``arew_agent.max_failed_share``. After the advantage stage the step's ``selflock/*`` correlations
-(:mod:`arew.metrics.selflock`) join the metrics and ``arew_rollouts.per_step`` episodes go to
+(:mod:`arew.metrics.selflock`) and the decisions' weight-version staleness
+(:mod:`arew.metrics.staleness`) join the metrics and ``arew_rollouts.per_step`` episodes go to
 the rollout JSONL and W&B table (:mod:`arew.metrics.rollouts`); validation's
-``val_per_step`` episodes likewise (:meth:`AReWTrainer._validate` says which verl lines that
-relies on). Everything else, including the replay
-buffer and checkpoint behaviour keyed on ``trainer_mode == "sync"``, is verl's own code.
+``val_per_step`` episodes likewise (:meth:`AReWStage._validate` says which verl lines that
+relies on). Everything else is verl's own code.
 With ``arew_user_service.mode=ray`` the constructor first starts the simulated user's server in
 the Ray cluster and ``fit`` stops it (:mod:`arew.serving.ray_service` says why the hook is here).
 """
@@ -30,6 +43,8 @@ import torch
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
@@ -52,6 +67,7 @@ from arew.metrics.rollouts import (
     write_run_record,
 )
 from arew.metrics.selflock import selflock_metrics
+from arew.metrics.staleness import VERSIONS_KEY, decision_staleness_metrics
 from arew.metrics.wandb_credentials import has_wandb_credentials
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
@@ -68,11 +84,13 @@ from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_es
 
 logger = logging.getLogger(__name__)
 
-TRAINER_MODE = "arew"
+# AReW's trainer modes and the verl mode each one runs
+TRAINER_MODES = {"arew": "sync", "arew_colocate_async": "colocate_async", "arew_separate_async": "separate_async"}
 
 
 def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
+    check_trainer_mode(config)
     algorithm = config.algorithm
     arew_config = parse_config(algorithm.get("arew"))
     settings = AgentLoopSettings.from_config(config.get("arew_agent"))
@@ -111,7 +129,7 @@ def validate_arew_setup(config) -> None:
     base = base_estimator_name(estimator)
     if base is None:
         raise ValueError(
-            f"algorithm.adv_estimator: trainer_mode={TRAINER_MODE} needs an AReW estimator "
+            f"algorithm.adv_estimator: trainer_mode={config.trainer.v1.trainer_mode} needs an AReW estimator "
             f"(arew_gae, arew_grpo, arew_gigpo, arew_turn_gae, arew_turn_grpo or arew_<any registered estimator>; "
             f"with algorithm.arew.channels=off it is the base alone), got '{estimator}'"
         )
@@ -121,6 +139,53 @@ def validate_arew_setup(config) -> None:
     if base in CRITIC_ESTIMATORS and not config.critic.get("enable"):
         raise ValueError(f"critic.enable: {estimator} needs the critic; set critic.enable=True")
     resolve_direction(arew_config.quality.direction, base, gae_discount(algorithm))
+
+
+def check_trainer_mode(config) -> None:
+    """The mode's own settings, and the combinations that cannot work, named at start-up rather than mid-run."""
+    mode = config.trainer.v1.trainer_mode
+    if mode not in TRAINER_MODES:
+        raise ValueError(f"trainer.v1.trainer_mode: AReW's modes are {sorted(TRAINER_MODES)}, got {mode!r}")
+    verl_mode = TRAINER_MODES[mode]
+    section = config.trainer.v1.get(verl_mode) or {}
+    sync_step = section.get("parameter_sync_step", 1)
+    batch = config.data.train_batch_size
+    if isinstance(sync_step, bool) or not isinstance(sync_step, int) or sync_step < 1 or batch % sync_step:
+        raise ValueError(
+            f"trainer.v1.{verl_mode}.parameter_sync_step: updates per weight sync, a positive divisor of "
+            f"data.train_batch_size={batch}; got {sync_step!r}"
+        )
+    warmup = section.get("num_warmup_batches", 0)
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or warmup < 0:
+        raise ValueError(f"trainer.v1.{verl_mode}.num_warmup_batches: batches submitted ahead of the first step, >= 0; got {warmup!r}")
+    if verl_mode != "separate_async":
+        return
+    rollout = config.actor_rollout_ref.rollout
+    if cpu_backend_selected() or rollout.get("name") == "hf":
+        raise ValueError(
+            "trainer.v1.trainer_mode: arew_separate_async generates on a standalone rollout pool of GPUs "
+            "(actor_rollout_ref.rollout.nnodes x n_gpus_per_node) and sends it the weights through an NCCL-class "
+            "checkpoint engine (actor_rollout_ref.rollout.checkpoint_engine.backend: nccl, nixl, mooncake, ...); the "
+            "CPU backend has neither. On a CPU use arew_colocate_async (partial rollouts on the training devices) or arew"
+        )
+    if rollout.checkpoint_engine.backend == "naive":
+        raise ValueError(
+            "actor_rollout_ref.rollout.checkpoint_engine.backend: arew_separate_async moves weights to a separate "
+            "rollout pool; 'naive' only updates colocated replicas: use nccl (or nixl, mooncake, ...)"
+        )
+    for key in ("nnodes", "n_gpus_per_node"):
+        if not rollout.get(key, 0) > 0:
+            raise ValueError(
+                f"actor_rollout_ref.rollout.{key}: arew_separate_async needs a standalone rollout pool; set its "
+                f"nodes and GPUs per node (got {key}={rollout.get(key)!r})"
+            )
+    mini_batch = config.actor_rollout_ref.actor.ppo_mini_batch_size
+    if batch != sync_step * mini_batch:
+        raise ValueError(
+            f"trainer.v1.separate_async.parameter_sync_step: verl's separate_async trains one mini-batch per update, "
+            f"so data.train_batch_size ({batch}) must equal parameter_sync_step ({sync_step}) x "
+            f"actor_rollout_ref.actor.ppo_mini_batch_size ({mini_batch})"
+        )
 
 
 def poll_interval(sampler) -> float:
@@ -203,9 +268,10 @@ def check_failed_share(failures: list, bound: float) -> None:
         )
 
 
-@register_trainer(TRAINER_MODE)
-class AReWTrainer(PPOTrainerSync):
-    """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
+class AReWStage:
+    """AReW's advantage stage, step reports and user service, on top of one of verl's v1 trainers (listed after it)."""
+
+    VERL_MODE = "sync"  # the verl mode whose behaviour the trainer keeps
 
     def __init__(self, config):
         require_cpu_backend()
@@ -239,8 +305,10 @@ class AReWTrainer(PPOTrainerSync):
             self._stop_user_service()
 
     def _build_replay_buffer(self):
-        # verl keys replay-buffer, checkpoint and refill behaviour on the literal "sync" mode.
-        self.trainer_mode = "sync"
+        # verl keys replay-buffer, dataloader, refill and checkpoint behaviour on its literal mode names, and its
+        # __init__ has just read parameter_sync_step from trainer.v1.<our mode name>: both become verl's mode's
+        self.trainer_mode = self.VERL_MODE
+        self.parameter_sync_step = (self.config.trainer.v1.get(self.VERL_MODE) or {}).get("parameter_sync_step", 1)
         buffer = super()._build_replay_buffer()
         # verl's ReplayBuffer takes poll_interval but _build_replay_buffer never passes one (fixed 2.0 s)
         buffer.poll_interval = poll_interval(self.config.trainer.v1.sampler)
@@ -295,7 +363,8 @@ class AReWTrainer(PPOTrainerSync):
         metrics.update(context.metrics)
         self._report_step(context, extra_fields, names, rewards, failures, metrics)
         if config.dump_dir:
-            self._dump_advantages(batch, records, names, config.dump_dir, raw_keys)
+            versions = [ef.get(VERSIONS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+            self._dump_advantages(batch, records, names, config.dump_dir, raw_keys, versions)
         return batch
 
     def _quality_tracker(self, config) -> QualityTracker:
@@ -310,13 +379,16 @@ class AReWTrainer(PPOTrainerSync):
         return self.quality
 
     def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:
-        """``selflock/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""
+        """``selflock/*`` and ``arew/off_policy/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""
         started = time.perf_counter()
         infos = [ef.get(EPISODE_INFO_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
         kept = [name is not None and failure is None for name, failure in zip(names, failures)]  # padding has no name
         metrics.update(selflock_metrics(infos, rewards, kept))
-        settings = RolloutSettings.from_config(self.config.get(ROLLOUTS_SECTION))
         step = int(self.global_steps)
+        decisions = context.segments.count_per_sample.tolist()
+        versions = [(fields.get(VERSIONS_KEY), count) for fields, count, keep in zip(extra_fields, decisions, kept) if keep]
+        metrics.update(decision_staleness_metrics([v for v, _ in versions], [c for _, c in versions], step))
+        settings = RolloutSettings.from_config(self.config.get(ROLLOUTS_SECTION))
         chosen = sample_indices(names, step, settings.per_step)
         labels, coefficients = context.applied_labels, context.coefficients
         spans = decisions_of(context.segments.sample, chosen) if chosen and labels is not None else [None] * len(chosen)
@@ -398,17 +470,38 @@ class AReWTrainer(PPOTrainerSync):
             columns, data = table(rows)
             tracking.log(data={f"rollouts/{split}": wandb.Table(columns=columns, data=data, allow_mixed_types=True)}, step=step, backend=["wandb"])
 
-    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str, decision_keys: list) -> None:
+    def _dump_advantages(self, batch: KVBatchMeta, records: list, names: list, folder: str, decision_keys: list, versions: list) -> None:
         """What the actor will train on this step, per sample key (``algorithm.arew.dump_dir``)."""
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask"])
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["advantages", "response_mask", "responses"])
         payload = {
             "step": int(self.global_steps),
             "keys": list(batch.keys),
             "episodes": names,
             "advantages": list(data["advantages"].unbind()),
             "response_mask": list(data["response_mask"].unbind()),
+            "responses": list(data["responses"].unbind()),
             "records": records,
             "decision_keys": decision_keys,
+            "decision_versions": versions,
         }
         os.makedirs(folder, exist_ok=True)
         torch.save(payload, os.path.join(folder, f"advantages_step{int(self.global_steps)}.pt"))
+
+
+@register_trainer("arew")
+class AReWTrainer(AReWStage, PPOTrainerSync):
+    """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
+
+
+@register_trainer("arew_colocate_async")
+class AReWColocateAsyncTrainer(AReWStage, PPOTrainerColocateAsync):
+    """verl's colocate_async trainer (partial rollouts, aborted and resumed around each update) with AReW's stage."""
+
+    VERL_MODE = "colocate_async"
+
+
+@register_trainer("arew_separate_async")
+class AReWSeparateAsyncTrainer(AReWStage, PPOTrainerSeparateAsync):
+    """verl's separate_async trainer (a standalone rollout pool, NCCL-class weight transfer) with AReW's stage."""
+
+    VERL_MODE = "separate_async"

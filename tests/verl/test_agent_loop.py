@@ -28,6 +28,7 @@ from arew.envs.preference.env import PreferenceEnv
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeLog, decision_keys
 from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
+from arew.metrics.staleness import VERSIONS_KEY
 from arew.verl_plugin import agent_loop
 from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
@@ -512,3 +513,66 @@ async def test_a_critique_source_relabels_the_records_and_the_trainer_scores_eac
         assert f"arew/source/{name}/as/accuracy" in metrics and f"arew/source/{name}/bt/accuracy_ema" in metrics
     assert metrics["arew/source/malformed_samples"] == 0
     assert metrics["episode/critique_changed/mean"] == 4 and metrics["episode/critique_decisions/mean"] == 4
+
+
+class _AbortingServer:
+    """Behind verl's own FullyAsyncLLMServerClient: answers like ScriptedServer under weight version 2, except that
+    the generation of decision ``cut`` is aborted after ``kept`` tokens (as a weight sync does) and its
+    resubmission, prompt plus those tokens, is finished under version 3. ``calls`` keeps every request's prompt."""
+
+    def __init__(self, tokenizer, texts, cut: int, kept: int):
+        self.tokenizer, self.texts, self.cut, self.kept = tokenizer, list(texts), cut, kept
+        self.calls, self.decision, self.version, self.partial = [], 0, 2, None
+        self.generate = self  # the client calls server.generate.remote(...)
+
+    async def remote(self, request_id, prompt_ids, sampling_params, **kwargs):
+        self.calls.append(list(prompt_ids))
+        if self.partial is not None:  # the resumption
+            assert list(prompt_ids[-self.kept :]) == self.partial[: self.kept]
+            ids, self.partial, self.version = self.partial[self.kept :], None, 3
+            return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed", extra_fields={"global_steps": 3})
+        ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = ids[: sampling_params["max_tokens"]]
+        self.decision += 1
+        if self.decision == self.cut:
+            self.partial = ids
+            return TokenOutput(token_ids=ids[: self.kept], log_probs=[-0.5] * self.kept, stop_reason="aborted", extra_fields={"global_steps": self.version})
+        return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed", extra_fields={"global_steps": self.version})
+
+
+async def test_a_decision_aborted_and_resumed_by_verls_client_keeps_one_span_one_critique_and_both_versions(chat_tokenizer, row):
+    """verl's partial-rollout client (colocate_async, separate_async) merges the aborted generation and its resumption:
+    the loop must see one decision, record one span of all its tokens, one critique, and the two weight versions."""
+    from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
+
+    info = row["extra_info"]
+    informative, dominated = _queries(info)
+    texts = [informative, "<scratch>closer</scratch><interact>0.5, 0.5</interact>", dominated, f"<answer>{_vector(info['w_star'])}</answer>"]
+    server = _AbortingServer(chat_tokenizer, texts, cut=3, kept=4)  # the second question, cut after 4 tokens
+    config = _config()
+    client_config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"name": "hf", "response_length": 8192}}})
+
+    class Client(FullyAsyncLLMServerClient):
+        async def _acquire_server(self, request_id, **extra):
+            return "replica-0", server
+
+        def _release_server(self, server_id, request_id=None):
+            return None
+
+    output = await _loop(chat_tokenizer, Client(client_config), config).run({"logprobs": True}, raw_prompt=row["prompt"], extra_info=info, global_steps=3)
+    assert len(server.calls) == len(texts) + 1  # one resubmission
+    record = output.extra_fields[RECORDS_KEY]
+    assert len(record["label"]) == len(texts)  # four decisions, not five
+    ids, mask = output.response_ids, output.response_mask
+    generated = [chat_tokenizer.encode(t, add_special_tokens=False) + [chat_tokenizer.eos_token_id] for t in texts]
+    for start, end, tokens in zip(record["start"], record["end"], generated):
+        assert [t for t, m in zip(ids[start:end], mask[start:end]) if m] == tokens
+    start, end = record["start"][2], record["end"][2]
+    assert output.response_logprobs[start:end] == [-0.5] * 4 + [-0.25] * (end - start - 4)  # each part's own log-probs
+    env = make_env(info["task"], info, info["seed"])
+    await env.act(texts[0])
+    env.update(texts[1])
+    assert record["label"][2] == (await env.act(texts[2])).critique  # the critique of the whole, merged question
+    versions = output.extra_fields[VERSIONS_KEY]
+    assert versions == {"min": [2, 2, 2, 3], "max": [2, 2, 3, 3]}
+    assert output.extra_fields["min_global_steps"] == 2 and output.extra_fields["max_global_steps"] == 3

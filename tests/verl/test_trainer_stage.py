@@ -10,12 +10,21 @@ import transfer_queue as tq
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
 from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
 from arew.core.synact import KEYS_KEY, DecisionKeyError
-from arew.verl_plugin.trainer import AReWTrainer, validate_arew_setup, wandb_offline_without_credentials
+from arew.metrics.staleness import VERSIONS_KEY
+from arew.verl_plugin.agent_loop import EPISODE_NAME_KEY
+from arew.verl_plugin.trainer import (
+    AReWColocateAsyncTrainer,
+    AReWTrainer,
+    check_trainer_mode,
+    validate_arew_setup,
+    wandb_offline_without_credentials,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LENGTHS = [7, 6, 4, 8]
@@ -359,3 +368,70 @@ def test_synact_critiques_need_several_rollouts_per_prompt():
     with pytest.raises(ValueError, match=r"algorithm\.arew\.synact\.critiques: 'fill' .*actor_rollout_ref\.rollout\.n=1"):
         validate_arew_setup(_compose(*grpo, "actor_rollout_ref.rollout.n=1"))
     validate_arew_setup(_compose(*grpo, "actor_rollout_ref.rollout.n=2"))
+
+
+@pytest.mark.parametrize(
+    ("cls", "mode", "verl_mode", "buffer_cls"),
+    [(AReWTrainer, "arew", "sync", ReplayBuffer), (AReWColocateAsyncTrainer, "arew_colocate_async", "colocate_async", ReplayBufferAsync)],
+)
+def test_each_mode_runs_verls_mode_under_verls_name(cls, mode, verl_mode, buffer_cls):
+    """verl keys its buffer, refill and checkpoint code on its mode names and reads parameter_sync_step from its section."""
+    config = _compose("algorithm.adv_estimator=arew_grpo", f"trainer.v1.trainer_mode={mode}", f"+trainer.v1.{verl_mode}.parameter_sync_step=2")
+    validate_arew_setup(config)
+    trainer = _trainer(cls, config)
+    trainer.trainer_mode, trainer.parameter_sync_step = mode, 1  # what verl's __init__ reads under our name
+    trainer._add_prompts_to_generate = lambda count: None
+    buffer = trainer._build_replay_buffer()
+    assert type(buffer) is buffer_cls and buffer.trainer_mode == trainer.trainer_mode == verl_mode
+    assert trainer.parameter_sync_step == 2
+
+
+def test_mode_settings_and_impossible_combinations_fail_at_start_up_naming_the_key(monkeypatch):
+    grpo = ("algorithm.adv_estimator=arew_grpo", "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=2")
+    with pytest.raises(ValueError, match=r"trainer.v1.trainer_mode: AReW's modes are .* got 'sync'"):
+        validate_arew_setup(_compose(*grpo, "trainer.v1.trainer_mode=sync"))
+    with pytest.raises(ValueError, match="trainer.v1.colocate_async.parameter_sync_step: .* data.train_batch_size=8; got 3"):
+        validate_arew_setup(_compose(*grpo, "trainer.v1.trainer_mode=arew_colocate_async", "+trainer.v1.colocate_async.parameter_sync_step=3"))
+    with pytest.raises(ValueError, match="trainer.v1.colocate_async.num_warmup_batches: .* got -1"):
+        validate_arew_setup(_compose(*grpo, "trainer.v1.trainer_mode=arew_colocate_async", "trainer.v1.colocate_async.num_warmup_batches=-1"))
+    separate = (*grpo, "trainer.v1.trainer_mode=arew_separate_async", "actor_rollout_ref.rollout.name=vllm")
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    with pytest.raises(ValueError, match="trainer.v1.trainer_mode: arew_separate_async .* the CPU backend has neither"):
+        check_trainer_mode(_compose(*separate))
+    monkeypatch.delenv("VERL_PLATFORM")
+    with pytest.raises(ValueError, match="actor_rollout_ref.rollout.checkpoint_engine.backend: .* use nccl"):
+        check_trainer_mode(_compose(*separate))
+    nccl = (*separate, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl")
+    with pytest.raises(ValueError, match="actor_rollout_ref.rollout.nnodes: .* standalone rollout pool"):
+        check_trainer_mode(_compose(*nccl))
+    pool = (*nccl, "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4")
+    with pytest.raises(ValueError, match=r"trainer.v1.separate_async.parameter_sync_step: .* \(8\) must equal parameter_sync_step \(2\) x"):
+        check_trainer_mode(_compose(*pool, "trainer.v1.separate_async.parameter_sync_step=2"))
+    check_trainer_mode(_compose(*pool))  # verl's default 4 updates per sync x mini-batches of 2
+
+
+def test_the_stage_logs_each_decisions_staleness_beside_verls(transfer_queue):
+    """Versions per decision travel in extra_fields; a malformed entry is counted, a failed episode's are not read."""
+    versions = [
+        {"min": [1, 1, 2], "max": [1, 2, 2]},  # the second decision was cut by the step-2 sync and resumed
+        {"min": [2, 2], "max": [2, 2]},
+        {"min": [0], "max": [0]},  # one version for two decisions: malformed
+        None,
+    ]
+    batch = _put("t_versions")
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+    extra = [dict(getattr(item, "data", item)) for item in data["extra_fields"]]
+    for i, (fields, entry) in enumerate(zip(extra, versions)):
+        fields[EPISODE_NAME_KEY] = f"train:{i}:0"  # an episode of the agent loop (padding has no name)
+        if entry is not None:
+            fields[VERSIONS_KEY] = entry
+    tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=tu.get_tensordict({"extra_fields": extra}))
+    metrics = {}
+    _trainer(AReWColocateAsyncTrainer, _compose("algorithm.adv_estimator=arew_grpo"), step=3)._compute_advantage(batch, metrics)
+    # step 3 trains the policy of version 2: staleness 2 - newest version
+    assert metrics["arew/off_policy/decisions"] == 5 and metrics["arew/off_policy/malformed_samples"] == 1
+    assert metrics["arew/off_policy/spanning_decisions"] == 1 and metrics["arew/off_policy/spanning_decision_share"] == 0.2
+    assert metrics["arew/off_policy/decision_staleness/max"] == 1 and metrics["arew/off_policy/decision_staleness/min"] == 0
+    assert metrics["arew/off_policy/decision_staleness/mean"] == pytest.approx(1 / 5)
+    assert metrics["arew/off_policy/decision_staleness_worst/max"] == 1
+    assert metrics["arew/off_policy/decision_staleness_worst/mean"] == pytest.approx(2 / 5)
