@@ -20,6 +20,16 @@ fits the same three places verl plugs a backend into:
 
 Sampling is transformers' ``generate`` (temperature, top-p, top-k, repetition penalty, stop
 strings, max tokens), not vLLM's sampler: the same distribution, not the same random stream.
+
+Partial rollouts (verl's ``colocate_async`` and other asynchronous trainers), as vLLM's server does
+them: ``abort_all_requests`` pauses the server (no new batch starts) and stops the generate call in
+progress at its next token, returning once it has stopped, so a weight load that follows never
+overlaps generation. Each of its requests that had not ended on its own gets the tokens it has so
+far, with their log-probs, and ``stop_reason="aborted"``; verl's ``FullyAsyncLLMServerClient`` then
+resubmits prompt + those tokens with the rest of the budget. Requests waiting, and those arriving
+while paused, wait for ``resume_generation`` and run under the weights loaded by then (with
+``reject_request=True`` they are answered at once with an empty aborted output instead). Each
+abort that cut something logs one INFO line ("hf rollout: aborted ..."); ``stats`` counts them.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from arew.hf_generation import generate_batch, generation_config
+from arew.hf_generation import Interrupt, generate_rows, generation_config
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -50,6 +60,17 @@ BACKEND_NAME = "hf"
 SUPPORTED_SAMPLING_KEYS = {
     "temperature", "top_p", "top_k", "max_tokens", "max_new_tokens", "stop", "logprobs", "repetition_penalty",
 }  # fmt: skip
+
+
+def _log_info_lines() -> None:
+    """Lets this module's INFO lines (one per abort) through in a Ray actor, where the root logger is at WARNING
+    (verl's logging setup) or has no handler at all; a level set for this logger by its process is kept."""
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logging.getLogger().handlers and not logger.handlers:  # else Python's last resort, WARNING and above
+        handler = logging.StreamHandler()  # stderr, which Ray forwards to the driver and its worker logs
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
 
 
 def server_actor_name(replica_rank: int) -> str:
@@ -90,6 +111,7 @@ class HFRolloutServer:
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        _log_info_lines()
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, trust_remote_code=trust_remote_code)
         self.model = AutoModelForCausalLM.from_pretrained(
             model_path, torch_dtype=torch.float32, attn_implementation="sdpa", trust_remote_code=trust_remote_code
@@ -116,6 +138,15 @@ class HFRolloutServer:
         self._tied = {n for n, p in own.items() if any(p.data_ptr() == q.data_ptr() for m, q in own.items() if m != n)}
         self._lock = threading.Lock()  # one generate call at a time, and never during a weight load
         self._warned_keys: set[str] = set()
+        # partial rollouts: abort_all_requests pauses and interrupts, resume_generation unpauses
+        self._paused = False
+        self._rejecting = False  # while paused: answer arrivals (and the waiting) at once, empty and aborted
+        self._interrupt = Interrupt()  # stops the generate call in progress at its next token
+        self._in_flight: asyncio.Future | None = None  # the batch being generated: (request id, tokens) of those it cut
+        self._generating = 0  # requests in the generate call in progress
+        self.aborted_requests = 0  # cut mid-generation, returned partial
+        self.aborted_tokens = 0  # the tokens those returned
+        self.rejected_requests = 0
 
     def _sampling(self, room: int, params: dict[str, Any]) -> GenerationConfig:
         unknown = set(params) - SUPPORTED_SAMPLING_KEYS - self._warned_keys
@@ -142,7 +173,9 @@ class HFRolloutServer:
             raise ValueError(f"hf rollout: prompt of {prompt_len} tokens leaves no room within max_model_len={self.max_model_len}")
         return max(1, min(int(params.get("max_tokens", params.get("max_new_tokens")) or self.response_length), room))
 
-    def _generate(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
+    def _generate(self, batch: list[_Request]) -> tuple[list[tuple[list[int], list[float], bool]], int | None] | None:
+        """Each request's (new tokens, their log-probs, whether it ended on its own) and the weights' global step;
+        ``None`` when an abort came before the generate call began (the batch has not run)."""
         budgets = [r.budget for r in batch]
         config = self._sampling(max(budgets), batch[0].params)
         if len(batch) == 1:
@@ -150,16 +183,25 @@ class HFRolloutServer:
         else:
             seed = zlib.crc32(f"{self.seed}:{':'.join(r.request_id for r in batch)}".encode())
         with self._lock:
+            if self._interrupt.is_set():
+                return None
             self.requests += len(batch)
             self.batches += 1
             self.largest_batch = max(self.largest_batch, len(batch))
-            tokens, logits = generate_batch(self.model, self.tokenizer, [r.prompt_ids for r in batch], config, seed, budgets)
+            global_steps = self.global_steps  # the weights cannot change before the lock is released
+            self._generating = len(batch)
+            try:
+                tokens, logits, ended = generate_rows(
+                    self.model, self.tokenizer, [r.prompt_ids for r in batch], config, seed, budgets, self._interrupt
+                )
+            finally:
+                self._generating = 0
         temperature = float(batch[0].params.get("temperature", 1.0)) or 1.0
         results = []
-        for row_tokens, row_logits in zip(tokens, logits):
+        for row_tokens, row_logits, row_ended in zip(tokens, logits, ended):
             log_probs = torch.log_softmax(row_logits.float() / temperature, dim=-1).gather(-1, row_tokens[:, None]).squeeze(-1)
-            results.append((row_tokens.tolist(), log_probs.tolist()))
-        return results
+            results.append((row_tokens.tolist(), log_probs.tolist(), row_ended))
+        return results, global_steps
 
     def _next_batch(self) -> list[_Request]:
         """The oldest waiting request and the next waiting ones with its sampling settings, in arrival order, up
@@ -179,22 +221,50 @@ class HFRolloutServer:
         return batch
 
     async def _serve(self) -> None:
-        """Runs for the actor's lifetime: generates what is waiting, in batches, one generate call at a time."""
+        """Runs for the actor's lifetime: generates what is waiting, in batches, one generate call at a time,
+        none while paused."""
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._waiting:
+            while self._waiting and not self._paused:
                 batch = self._next_batch()
+                self._interrupt.clear()
+                stopped = self._in_flight = self._loop.create_future()
+                cut: list[tuple[str, int]] = []
                 try:
-                    results = await asyncio.to_thread(self._generate, batch)
+                    outcome = await asyncio.to_thread(self._generate, batch)
                 except Exception as error:  # each caller gets the failure; the server goes on
                     for request in batch:
                         if not request.done.done():
                             request.done.set_exception(error)
                     continue
-                for request, result in zip(batch, results):
-                    if not request.done.done():
-                        request.done.set_result(result)
+                else:
+                    if outcome is None:  # aborted before it began: first in line again, for after the resume
+                        self._waiting[:0] = batch
+                        continue
+                    results, global_steps = outcome
+                    for request, (tokens, log_probs, ended) in zip(batch, results):
+                        if not ended:
+                            cut.append((request.request_id, len(tokens)))
+                        if not request.done.done():
+                            request.done.set_result((tokens, log_probs, "completed" if ended else "aborted", global_steps))
+                    if cut:
+                        kept = sum(n for _, n in cut)
+                        self.aborted_requests += len(cut)
+                        self.aborted_tokens += kept
+                        logger.info("hf rollout: aborted %d requests mid-generation (%d tokens kept for their resumption)", len(cut), kept)
+                finally:
+                    self._in_flight = None
+                    if not stopped.done():
+                        stopped.set_result(cut)
+
+    def _new_future(self) -> asyncio.Future:
+        """A new request's future, on the running loop; the serving loop started there if this is its first request."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # the first request (a Ray actor keeps one loop; a script may run several)
+            self._loop, self._wake = loop, asyncio.Event()
+            self._server_task = loop.create_task(self._serve())
+        return loop.create_future()
 
     async def generate(self, prompt_ids, sampling_params: dict[str, Any], request_id: str, **kwargs) -> TokenOutput:
         if any(kwargs.get(key) is not None for key in ("image_data", "video_data", "audio_data")):
@@ -202,20 +272,50 @@ class HFRolloutServer:
         params = dict(sampling_params)
         prompt = [int(t) for t in prompt_ids]
         budget = self._budget(len(prompt), params)  # a prompt without room fails its own request, not a batch
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # the first request (a Ray actor keeps one loop; a script may run several)
-            self._loop, self._wake = loop, asyncio.Event()
-            self._server_task = loop.create_task(self._serve())
-        request = _Request(prompt, params, str(request_id), budget, loop.create_future())
-        self._waiting.append(request)
-        self._wake.set()
-        tokens, log_probs = await request.done
+        if self._paused and self._rejecting:
+            self.rejected_requests += 1
+            tokens, log_probs, stop_reason, global_steps = [], [], "aborted", self.global_steps
+        else:  # while paused it waits in the queue until resume_generation
+            request = _Request(prompt, params, str(request_id), budget, self._new_future())
+            self._waiting.append(request)
+            self._wake.set()
+            tokens, log_probs, stop_reason, global_steps = await request.done
         return TokenOutput(
             token_ids=tokens,
             log_probs=log_probs if params.get("logprobs", False) else None,
-            stop_reason="completed",
-            extra_fields={"global_steps": self.global_steps},
+            stop_reason=stop_reason,
+            extra_fields={"global_steps": global_steps},
         )
+
+    async def abort_all_requests(self, reset_prefix_cache: bool = True, reject_request: bool = False) -> dict[str, Any]:
+        """Pause, and stop the generate call in progress at its next token; returns once it has stopped.
+
+        Its requests that had not ended on their own are answered with their tokens so far and
+        ``stop_reason="aborted"``; the others as usual. Waiting requests, and those arriving until
+        :meth:`resume_generation`, stay queued; with ``reject_request`` they are answered at once with an
+        empty aborted output instead. Nothing is cached between requests, so ``reset_prefix_cache`` has
+        nothing to clear. Returns the answered-aborted requests, as vLLM's server does."""
+        self._paused, self._rejecting = True, reject_request
+        cut: list[tuple[str, int]] = []
+        if self._in_flight is not None and self._in_flight.get_loop() is asyncio.get_running_loop():
+            self._interrupt.set()
+            cut = await asyncio.shield(self._in_flight)
+        request_ids = [request_id for request_id, _ in cut]
+        if reject_request and self._waiting:
+            rejected, self._waiting = self._waiting, []
+            for request in rejected:
+                if not request.done.done():
+                    request.done.set_result(([], [], "aborted", self.global_steps))
+            self.rejected_requests += len(rejected)
+            request_ids += [request.request_id for request in rejected]
+            logger.info("hf rollout: rejected %d waiting requests (paused with reject_request=True)", len(rejected))
+        return {"aborted_count": len(request_ids), "request_ids": request_ids}
+
+    async def resume_generation(self) -> None:
+        """Unpause: the waiting requests run, under the weights loaded now."""
+        self._paused = self._rejecting = False
+        if self._wake is not None:
+            self._wake.set()
 
     def _load(self, state: dict[str, torch.Tensor]) -> None:
         own = self.model.state_dict()
@@ -241,13 +341,16 @@ class HFRolloutServer:
         return {
             "requests": self.requests, "batches": self.batches, "largest_batch": self.largest_batch,
             "weight_loads": self.weight_loads, "global_steps": self.global_steps,
+            "aborted_requests": self.aborted_requests, "aborted_tokens": self.aborted_tokens, "rejected_requests": self.rejected_requests,
+            "paused": self._paused, "waiting": len(self._waiting),
+            "generating": self._generating, "generating_tokens": self._interrupt.tokens if self._generating else 0,
         }  # fmt: skip
 
     async def _nothing(self, *args, **kwargs) -> None:
         """The weights stay resident and nothing is cached between requests: memory calls have nothing to do."""
 
     wake_up = sleep = clear_kv_cache = release_kv_cache = resume_kv_cache = _nothing
-    abort_all_requests = resume_generation = start_profile = stop_profile = _nothing
+    start_profile = stop_profile = _nothing
 
 
 class HFReplica(RolloutReplica):
