@@ -26,8 +26,7 @@ from arew.core import collect_segments, parse_config, reweight_advantages
 from arew.core.quality import adaptive_factor
 from arew.metrics.rollouts import sample_indices
 from arew.reporting import panels
-from arew.tiny_models import build_chat_tokenizer
-from scripted_model import build_scripted_model
+from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 pytestmark = pytest.mark.e2e
 

@@ -11,8 +11,7 @@ import pytest
 from arew.eval import default_model
 from arew.eval.local import LocalModel, resolve_model_folder
 from arew.eval.model import GenerationError, GenerationParams
-from arew.tiny_models import build_chat_tokenizer
-from scripted_model import build_scripted_model
+from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 REPLY = "<interact>Do you have a fever?</interact>"
 ASK = [{"role": "user", "content": "Turn 1 of 8: ask the patient one question."}]

@@ -16,8 +16,7 @@ import psutil
 import pytest
 
 from arew import smoke
-from arew.tiny_models import build_chat_tokenizer
-from scripted_model import build_scripted_model
+from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 pytestmark = pytest.mark.vllm
 

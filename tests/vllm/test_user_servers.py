@@ -1,6 +1,6 @@
 """The simulated users' servers and ``arew eval --endpoint`` against REAL vLLM servers (vLLM's CPU build).
 
-Each server runs a scripted model (:func:`scripted_model.build_scripted_model`): whatever the
+Each server runs a scripted model (:func:`arew.tiny_models.build_scripted_model`): whatever the
 prompt, it writes one fixed reply, so every assertion below knows what the LLM said and can tell
 it from the offline user's answer. The questions asked are chosen so that the two differ (the
 MediQ patient's LLM names the fever where the offline matcher would name the muscle aches; the
