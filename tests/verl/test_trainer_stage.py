@@ -427,7 +427,8 @@ def test_the_stage_logs_each_decisions_staleness_beside_verls(transfer_queue):
             fields[VERSIONS_KEY] = entry
     tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=tu.get_tensordict({"extra_fields": extra}))
     metrics = {}
-    _trainer(AReWColocateAsyncTrainer, _compose("algorithm.adv_estimator=arew_grpo"), step=3)._compute_advantage(batch, metrics)
+    config = _compose("algorithm.adv_estimator=arew_grpo", "arew_rollouts.per_step=0")  # named episodes: no rollout rows here
+    _trainer(AReWColocateAsyncTrainer, config, step=3)._compute_advantage(batch, metrics)
     # step 3 trains the policy of version 2: staleness 2 - newest version
     assert metrics["arew/off_policy/decisions"] == 5 and metrics["arew/off_policy/malformed_samples"] == 1
     assert metrics["arew/off_policy/spanning_decisions"] == 1 and metrics["arew/off_policy/spanning_decision_share"] == 0.2
