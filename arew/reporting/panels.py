@@ -281,6 +281,22 @@ SECTIONS: tuple[Section, ...] = (
             ),
         ),
     ),
+    Section(
+        "Off-policy",
+        (
+            Panel(
+                "Staleness",
+                (
+                    "training/off_policy/trajectory_staleness/mean",
+                    "arew/off_policy/decision_staleness/mean",
+                    "arew/off_policy/spanning_decision_share",
+                ),
+                "Weight versions the trained samples lag behind the policy: verl's per trajectory (its newest version), AReW's per decision; and the share of decisions cut by a weight sync and resumed (asynchronous trainers).",
+                healthy="0 under the sync trainer; under colocate_async at most about 1 and steady",
+                locked="not a self-locking signal: staleness that grows means the rollout runs ahead of training (bound it with trainer.v1.sampler.max_off_policy_threshold)",
+            ),
+        ),
+    ),
 )
 
 ROLLOUT_TABLES = ("rollouts/train", "rollouts/val")

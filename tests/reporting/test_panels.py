@@ -6,7 +6,7 @@ from arew.reporting.panels import SECTIONS, Panel, matching, missing_keys, panel
 
 
 def test_sections_follow_the_papers_order_and_titles_are_unique():
-    assert [s.name for s in SECTIONS] == ["Outcome reward", "AS channel", "BT channel", "Self-locking", "Critiques"]
+    assert [s.name for s in SECTIONS] == ["Outcome reward", "AS channel", "BT channel", "Self-locking", "Critiques", "Off-policy"]
     titles = [p.title for p in panels()]
     assert len(titles) == len(set(titles))
 
