@@ -1,7 +1,7 @@
 """What a colocate_async run must show, whichever rollout engine generated it (tests/e2e, tests/vllm).
 
 The run is sized so that partial rollouts happen and reach training: two warm-up batches keep 12 prompts'
-episodes in flight, the engine generates at most two requests at a time (so episodes finish one after
+episodes in flight, the engine generates at most four requests at a time (so episodes finish one after
 another, not in lockstep), turns are long enough that a generation is almost always running when a step's
 sampling ends, and four steps give the episodes cut at one step's end the next steps to be trained in. verl's
 rollout correction (token-level importance weights) is on, as a user of the async trainer would run it.
@@ -21,7 +21,7 @@ LIMIT = 4000  # characters of a turn's text kept in the rollout rows
 ASYNC_OVERRIDES = (
     "trainer.v1.trainer_mode=arew_colocate_async",
     "trainer.v1.colocate_async.num_warmup_batches=2",
-    "actor_rollout_ref.rollout.max_num_seqs=2",
+    "actor_rollout_ref.rollout.max_num_seqs=4",
     "arew_agent.max_tokens_per_turn=48",
     "algorithm.rollout_correction.rollout_is=token",
     "algorithm.rollout_correction.rollout_is_threshold=2.0",
