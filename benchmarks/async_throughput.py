@@ -141,6 +141,12 @@ class PatientServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except ConnectionResetError:  # a kept-alive connection that a stopped run closed: nothing to answer
+                    pass
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if not self.path.rstrip("/").endswith("/chat/completions"):
@@ -429,6 +435,11 @@ def readme_block(summaries: dict[str, dict[str, float]], args) -> str:
         f"  | `{ASYNC}` | {_cell(fast['episodes_per_second'], 3)} | {_cell(fast['step_seconds'])} | "
         f"{_pair(fast['trajectory_staleness_mean'], fast['trajectory_staleness_max'])} |",
         f"  | async / sync | x{ratio['episodes_per_second']:.2f} | x{ratio['step_seconds']:.2f} | - |",
+        "",
+        f"  The gain: x{ratio['episodes_per_second']:.2f} episodes per second. The cost: the asynchronous run trained on "
+        f"trajectories up to {fast['trajectory_staleness_max']:.0f} weight version(s) old (decisions up to "
+        f"{fast['decision_staleness_max']:.0f}), which verl's rollout correction can reweight "
+        "([Asynchronous training](docs/guides/async-training.md#rollout-correction-with-arew)).",
     ]
     return "\n".join(lines) + "\n"
 
