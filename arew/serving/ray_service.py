@@ -1,6 +1,6 @@
 """The simulated user's server as Ray actors that hold its GPUs: started, watched, restarted, stopped.
 
-Where it hooks in: the ``arew`` trainer (:class:`arew.verl_plugin.trainer.AReWTrainer`) calls
+Where it hooks in: every AReW trainer mode (:class:`arew.verl_plugin.trainer.AReWStage`) calls
 :func:`start_user_service` first thing in its constructor. verl builds that trainer inside its
 ``TaskRunner`` actor after resolving the config and before it reserves any GPU for its own
 workers or starts an agent-loop worker; so the service's placement group takes its GPUs before

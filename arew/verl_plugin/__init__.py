@@ -1,7 +1,7 @@
 """Everything that couples AReW to verl 0.9.1 lives in this subpackage.
 
 Importing it registers the ``arew_gae`` and ``arew_grpo`` advantage estimators, the
-``arew`` v1 trainer mode, the ``arew_agent`` agent loop, a vLLM rollout whose weight sync is
+``arew``, ``arew_colocate_async`` and ``arew_separate_async`` v1 trainer modes, the ``arew_agent`` agent loop, a vLLM rollout whose weight sync is
 bounded (:mod:`arew.verl_plugin.weight_sync`) and the ``cpu`` platform (with
 ``VERL_PLATFORM=cpu`` also the rest of the CPU backend, :mod:`arew.verl_plugin.cpu`). verl
 imports it in every process through the ``verl.plugins`` entry point, and swallows plugin
@@ -43,7 +43,7 @@ try:
     # on a dead engine forever; this subclass bounds it (arew.verl_plugin.weight_sync, imported lazily: it imports vLLM)
     verl.workers.rollout.base._ROLLOUT_REGISTRY[("vllm", "async")] = "arew.verl_plugin.weight_sync.WatchedServerAdapter"
 except Exception:
-    _message = "AReW verl plugin failed to register; arew estimators and trainer_mode=arew are unavailable:\n"
+    _message = "AReW verl plugin failed to register; arew estimators and the arew trainer modes are unavailable:\n"
     _message += traceback.format_exc()
     logger.error(_message)
     print(_message, file=sys.stderr, flush=True)
