@@ -44,25 +44,11 @@ def generation_config(
     )
 
 
-class Interrupt:
-    """Stops a :func:`generate_rows` call in progress from another thread: once :meth:`set`, every row
-    stops after its next token. ``tokens`` counts the new tokens per row of the call in progress."""
+class Interrupt(threading.Event):
+    """Stops a :func:`generate_rows` call in progress from another thread: once set, every row stops after
+    its next token. ``tokens`` counts the new tokens per row of the call in progress."""
 
-    def __init__(self):
-        self._event = threading.Event()
-        self.tokens = 0
-
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        self._event.clear()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+    tokens = 0
 
 
 def generate_batch(model, tokenizer, prompts: list[list[int]], config, seed: int | None, budgets: Sequence[int] | None = None):

@@ -84,10 +84,6 @@ from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_es
 
 logger = logging.getLogger(__name__)
 
-# AReW's trainer modes and the verl mode each one runs
-TRAINER_MODES = {"arew": "sync", "arew_colocate_async": "colocate_async", "arew_separate_async": "separate_async"}
-
-
 def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
     check_trainer_mode(config)
@@ -146,7 +142,7 @@ def check_trainer_mode(config) -> None:
     mode = config.trainer.v1.trainer_mode
     if mode not in TRAINER_MODES:
         raise ValueError(f"trainer.v1.trainer_mode: AReW's modes are {sorted(TRAINER_MODES)}, got {mode!r}")
-    verl_mode = TRAINER_MODES[mode]
+    verl_mode = TRAINER_MODES[mode].VERL_MODE
     section = config.trainer.v1.get(verl_mode) or {}
     sync_step = section.get("parameter_sync_step", 1)
     batch = config.data.train_batch_size
@@ -361,9 +357,9 @@ class AReWStage:
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
-        self._report_step(context, extra_fields, names, rewards, failures, metrics)
+        versions = [ef.get(VERSIONS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        self._report_step(context, extra_fields, names, rewards, failures, versions, metrics)
         if config.dump_dir:
-            versions = [ef.get(VERSIONS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
             self._dump_advantages(batch, records, names, config.dump_dir, raw_keys, versions)
         return batch
 
@@ -378,7 +374,9 @@ class AReWStage:
             self.quality = QualityTracker.from_config(config, estimator, gae_discount(algorithm))
         return self.quality
 
-    def _report_step(self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, metrics: dict) -> None:
+    def _report_step(
+        self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, versions: list, metrics: dict
+    ) -> None:
         """``selflock/*`` and ``arew/off_policy/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""
         started = time.perf_counter()
         infos = [ef.get(EPISODE_INFO_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
@@ -386,8 +384,8 @@ class AReWStage:
         metrics.update(selflock_metrics(infos, rewards, kept))
         step = int(self.global_steps)
         decisions = context.segments.count_per_sample.tolist()
-        versions = [(fields.get(VERSIONS_KEY), count) for fields, count, keep in zip(extra_fields, decisions, kept) if keep]
-        metrics.update(decision_staleness_metrics([v for v, _ in versions], [c for _, c in versions], step))
+        kept_versions = [(entry, count) for entry, count, keep in zip(versions, decisions, kept) if keep]
+        metrics.update(decision_staleness_metrics([v for v, _ in kept_versions], [c for _, c in kept_versions], step))
         settings = RolloutSettings.from_config(self.config.get(ROLLOUTS_SECTION))
         chosen = sample_indices(names, step, settings.per_step)
         labels, coefficients = context.applied_labels, context.coefficients
@@ -488,20 +486,23 @@ class AReWStage:
         torch.save(payload, os.path.join(folder, f"advantages_step{int(self.global_steps)}.pt"))
 
 
-@register_trainer("arew")
 class AReWTrainer(AReWStage, PPOTrainerSync):
     """Synchronous PPO/GRPO/GSPO trainer whose advantages carry AReW's critique reweighting."""
 
 
-@register_trainer("arew_colocate_async")
 class AReWColocateAsyncTrainer(AReWStage, PPOTrainerColocateAsync):
     """verl's colocate_async trainer (partial rollouts, aborted and resumed around each update) with AReW's stage."""
 
     VERL_MODE = "colocate_async"
 
 
-@register_trainer("arew_separate_async")
 class AReWSeparateAsyncTrainer(AReWStage, PPOTrainerSeparateAsync):
     """verl's separate_async trainer (a standalone rollout pool, NCCL-class weight transfer) with AReW's stage."""
 
     VERL_MODE = "separate_async"
+
+
+TRAINER_MODES = {"arew": AReWTrainer, "arew_colocate_async": AReWColocateAsyncTrainer, "arew_separate_async": AReWSeparateAsyncTrainer}
+"""AReW's values of ``trainer.v1.trainer_mode``, each verl's trainer of its ``VERL_MODE`` with AReW's stage."""
+for _mode, _trainer in TRAINER_MODES.items():
+    register_trainer(_mode)(_trainer)
