@@ -79,6 +79,11 @@ class SmokeRun:
     wall_seconds: float = 0.0
 
     @property
+    def start_up_seconds(self) -> float:
+        """Wall time outside the training steps: Ray and verl's processes starting, validation, shutdown."""
+        return self.wall_seconds - sum(step.get("timing_s/step", 0.0) for step in self.steps)
+
+    @property
     def metrics_path(self) -> Path:
         return self.folder / "metrics.jsonl"
 
@@ -230,7 +235,10 @@ def run(
 
 
 def summary(result: SmokeRun) -> str:
-    lines = [f"arew smoke: {len(result.steps)} training steps in {result.wall_seconds:.0f} s (exit {result.returncode})"]
+    lines = [
+        f"arew smoke: {len(result.steps)} training steps in {result.wall_seconds:.0f} s (exit {result.returncode}), "
+        f"{result.start_up_seconds:.0f} s of it start-up and shutdown"
+    ]
     for data in result.steps:
         times = ", ".join(f"{name} {data[key]:.2f}" for name, key in TIMING_KEYS.items() if key in data)
         lines.append(f"  step {data['step']}: {times} s")

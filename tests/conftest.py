@@ -5,25 +5,108 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from arew import smoke
 from arew.tiny_models import build_chat_tokenizer, build_tiny_model
 from fakes import FakeChatServer
 
 # a test's tier is the first of these markers it carries, else "fast" (benchmarks/suite_times.py reads it
 # from the JUnit report, where it is the property "tier")
 SLOW_TIERS = ("vllm", "e2e", "ray", "browser")
+TIERS = ("fast", *SLOW_TIERS)
+TIER_ORDER = ("vllm", "e2e", "ray", "browser", "fast")  # the slowest first, as the suite runs them
+# per main_ppo run a test (or the module fixture its set-up built) started: the run's start-up and shutdown seconds
+START_UP_PROPERTY = "main_ppo_start_up_s"
 
 
 def pytest_collection_modifyitems(items):
-    """A test that uses the ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier."""
+    """Each test's tier (a test that uses the ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier),
+    then the modules reordered so that those with the slowest tier's tests come first, each module's tests kept
+    together and in order: under ``-n 2 --dist loadfile`` (the README's command) a worker takes one module at a time,
+    and the long modules started first leave short ones, not a long one, for the end."""
     for item in items:
         if "transfer_queue" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
         markers = {mark.name for mark in item.iter_markers()}
         item.user_properties.append(("tier", next((tier for tier in SLOW_TIERS if tier in markers), "fast")))
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        tier = dict(item.user_properties)["tier"]
+        rank[module] = min(rank.get(module, len(TIERS)), TIER_ORDER.index(tier))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: collection order within a rank
+
+
+_running: list[pytest.Item] = []  # the test whose set-up, call or tear-down is running in this process
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_main_ppo_start_up():
+    """Each ``arew.smoke.run`` (verl's main_ppo) records its start-up and shutdown seconds on the test that ran it,
+    set-up included (a module fixture's run counts for the first test that needs it, as pytest counts its time)."""
+    run = smoke.run
+
+    def recorded(*args, **kwargs):
+        result = run(*args, **kwargs)
+        if _running:
+            _running[-1].user_properties.append((START_UP_PROPERTY, round(result.start_up_seconds, 1)))
+        return result
+
+    smoke.run = recorded
+    yield
+    smoke.run = run
+
+
+class TierTimes:
+    """Seconds of tests per tier (set-up, call and tear-down, as pytest reports them; under xdist the controller
+    receives every worker's reports) and the main_ppo runs among them, printed at the end of every run."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.seconds: Counter = Counter()
+        self.tests: dict[str, Counter] = {tier: Counter() for tier in TIERS}
+        self.start_ups: Counter = Counter()
+        self.runs: Counter = Counter()
+
+    def pytest_runtest_logreport(self, report) -> None:
+        properties = dict(report.user_properties)
+        tier = properties.get("tier", "fast")
+        self.seconds[tier] += report.duration
+        self.tests[tier][report.nodeid] += 1
+        if report.when == "teardown":  # the properties a test gathered, counted once
+            start_ups = [value for name, value in report.user_properties if name == START_UP_PROPERTY]
+            self.start_ups[tier] += sum(start_ups)
+            self.runs[tier] += len(start_ups)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not any(self.tests.values()):
+            return
+        wall = time.monotonic() - self.started
+        terminalreporter.section("time per tier")
+        terminalreporter.write_line(f"wall {wall:.0f} s; seconds of tests per tier (a test's set-up, call and tear-down):")
+        for tier in TIERS:
+            if self.tests[tier]:
+                runs = f", {self.runs[tier]} main_ppo runs with {self.start_ups[tier]:.0f} s of start-up and shutdown" if self.runs[tier] else ""
+                terminalreporter.write_line(f"  {tier:8s} {len(self.tests[tier]):5d} tests {self.seconds[tier]:7.0f} s{runs}")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist), not an xdist worker
+        config.pluginmanager.register(TierTimes(), "arew-tier-times")
 
 
 def _process_alive(pid: int) -> bool:

@@ -16,7 +16,11 @@ folders (``--study all``) publishes each of them.
 
 The default run's publication also writes ``docs/reference/lab-default-runs.json``: each run's
 held-out numbers and the arithmetic it ran with (:mod:`arew.lab.reproducibility`), which
-tests/lab/test_reproducibility.py reproduces with a fresh run.
+tests/lab/test_reproducibility.py reproduces with a fresh run. Intel and AMD processors compute the lab's runs
+differently (the module's docstring), so ``python -m arew.lab.publish --reproduction`` trains the run that test
+retrains (:data:`REPRODUCTION_RUN`) on this machine and records its numbers under this CPU's vendor in
+``docs/reference/lab-reproduction-runs.json``; the test compares with that vendor's entry, and with the default
+run's own record (published on an Intel CPU) for a vendor without one.
 
 A target file without a complete block is an error (so a marker edited away cannot make the
 tables drift silently), and so is a run whose ``config.json`` is not the default study, or
@@ -38,6 +42,8 @@ REPO = Path(__file__).resolve().parents[2]
 TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guides" / "lab.md")
 STUDY_TARGETS = TARGETS[:1]
 RUNS_RECORD = REPO / "docs" / "reference" / "lab-default-runs.json"
+REPRODUCTION_RECORD = REPO / "docs" / "reference" / "lab-reproduction-runs.json"
+REPRODUCTION_RUN = ("ppo-ir", 0)  # (variant, seed) of the default run that tests/lab/test_reproducibility.py retrains
 # columns of the lab guide's summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
 
@@ -151,6 +157,39 @@ def runs_record(run: Path) -> str:
     return json.dumps({"config": config, "runs": runs}, indent=1, sort_keys=True) + "\n"
 
 
+def reproduction_run():
+    """:data:`REPRODUCTION_RUN` of the default config trained afresh in the lab's pinned worker process."""
+    from tqdm import tqdm
+
+    from arew.lab.config import parse_variant
+    from arew.lab.runner import run_all
+
+    config, (variant, seed) = LabConfig(), REPRODUCTION_RUN
+    with tqdm(disable=True) as bar:
+        (result,) = run_all(config, 1, bar, jobs=[(config, parse_variant(variant), seed)])
+    return result
+
+
+def reproduction_reference(vendor: str) -> dict:
+    """What :data:`REPRODUCTION_RUN` gives on a CPU of ``vendor`` (``final`` and ``arithmetic``): the run recorded on
+    that vendor, else the default run's own record (published on an Intel CPU)."""
+    recorded = json.loads(REPRODUCTION_RECORD.read_text()) if REPRODUCTION_RECORD.exists() else {}
+    if vendor in recorded:
+        return recorded[vendor]
+    variant, seed = REPRODUCTION_RUN
+    return json.loads(RUNS_RECORD.read_text())["runs"][variant][str(seed)]
+
+
+def record_reproduction() -> Path:
+    """Train :data:`REPRODUCTION_RUN` on this machine and record it under this CPU's vendor."""
+    result = reproduction_run()
+    recorded = json.loads(REPRODUCTION_RECORD.read_text()) if REPRODUCTION_RECORD.exists() else {}
+    variant, seed = REPRODUCTION_RUN
+    recorded[result.arithmetic["cpu_vendor"]] = {"variant": variant, "seed": seed, "final": result.final, "arithmetic": result.arithmetic}
+    REPRODUCTION_RECORD.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    return REPRODUCTION_RECORD
+
+
 def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool = False) -> list[Path]:
     """Write ``run``'s tables into ``targets`` (default: TARGETS and, for the default run, RUNS_RECORD;
     STUDY_TARGETS for a study); every target is checked before any is written."""
@@ -181,13 +220,21 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m arew.lab.publish", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "run", type=Path, help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one"
+        "run", type=Path, nargs="?", help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one"
+    )
+    parser.add_argument(
+        "--reproduction", action="store_true", help="train the run the reproducibility test retrains and record it under this CPU's vendor"
     )
     parser.add_argument(
         "--target", type=Path, action="append", help="target page (repeatable; default: the lab results page and the lab guide; a study: the results page)"
     )
     parser.add_argument("--any-config", action="store_true", help="publish a run that is not the default study")
     args = parser.parse_args(argv)
+    if args.reproduction:
+        print(f"recorded {REPRODUCTION_RUN} in {record_reproduction()}")
+        return
+    if args.run is None:
+        parser.error("give a run folder, or --reproduction")
     try:
         runs = study_runs(args.run)
         if not args.any_config:  # every run is checked before any is written

@@ -13,7 +13,10 @@ puts MKL on its COMPATIBLE branch (SSE2: MKL promises the same results from its 
 Intel CPUs only, and the lab's matrices are too small for the branch to matter for speed) and
 uses one thread. Libraries read these when they initialise (numpy reads its CPU features at
 import), so they are set for a fresh process, never changed in a running one. Results still differ on other architectures (ARM) and with other
-versions of torch, MKL or numpy.
+versions of torch, MKL or numpy, and, with these pins, between Intel and AMD processors: a ppo-ir run on an AMD
+EPYC (Zen 4) parts from the same run on an Intel CPU (what in the arithmetic differs is not found yet: not
+OpenBLAS's kernel choice, pinning it changed nothing). Each run records its CPU's vendor
+(:func:`cpu_vendor`), and a reproduction is checked against a run of the same vendor.
 """
 
 from __future__ import annotations
@@ -33,8 +36,23 @@ PINNED_ENVIRONMENT: Mapping[str, str] = {
 }
 
 
+def cpu_vendor() -> str:
+    """The processor's vendor as the CPU names itself (``GenuineIntel``, ``AuthenticAMD``), else the machine type."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.machine() or "unknown"
+
+
 def arithmetic() -> dict[str, str]:
-    """What this process computes with: torch's kernel level, whether numpy may use AVX-512, MKL's branch, the versions."""
+    """What this process computes with: torch's kernel level, whether numpy may use AVX-512, MKL's branch, the CPU's
+    vendor, the versions."""
     import numpy
     import torch
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
@@ -44,6 +62,7 @@ def arithmetic() -> dict[str, str]:
         "aten": torch.backends.cpu.get_cpu_capability(),
         "numpy_avx512": "yes" if numpy_avx512 else "no",
         "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
+        "cpu_vendor": cpu_vendor(),
         "torch": torch.__version__,
         "numpy": numpy.__version__,
     }

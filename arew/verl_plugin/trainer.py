@@ -84,6 +84,21 @@ from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_es
 
 logger = logging.getLogger(__name__)
 
+def check_reward_workers(config) -> None:
+    """``reward.num_workers: 0`` (the CPU backend's default) starts no reward-loop actor: AReW's agent loop scores every
+    episode itself, so verl never calls one, unless a reward model is on or another agent loop leaves a score to it."""
+    reward = config.get("reward", {})
+    if reward.get("num_workers", 1) > 0:
+        return
+    if reward.get("reward_model", {}).get("enable", False):
+        raise ValueError("reward.num_workers: 0 starts no reward-loop worker, but reward.reward_model.enable=true needs one; set it to 1 or more")
+    if config.actor_rollout_ref.rollout.get("agent", {}).get("default_agent_loop") != AGENT_NAME:
+        raise ValueError(
+            f"reward.num_workers: 0 starts no reward-loop worker, which only {AGENT_NAME!r} (it scores its own episodes) "
+            "can do without; set it to 1 or more"
+        )
+
+
 def validate_arew_setup(config) -> None:
     """Fail at start-up, naming the key, when the run cannot apply AReW as configured."""
     check_trainer_mode(config)
@@ -98,6 +113,7 @@ def validate_arew_setup(config) -> None:
         )
     if rollout.get("agent", {}).get("default_agent_loop") == AGENT_NAME:
         settings.check_budget(rollout.response_length)
+    check_reward_workers(config)
     rollout_gpus = rollout.tensor_model_parallel_size * rollout.get("data_parallel_size", 1)
     gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
     actor = config.actor_rollout_ref.actor

@@ -48,22 +48,27 @@ def test_trainer_start_up_reports_a_failed_installation(monkeypatch):
     cpu.require_ready()  # not selected: nothing to report
 
 
-def test_a_one_process_group_starts_without_a_rendezvous_port():
-    """WORLD_SIZE 1 (every CPU run): the patched start-up needs no MASTER_ADDR/MASTER_PORT, so no TCP port that
-    another process could take before the store binds it; in a fresh interpreter, since a group is process-wide."""
+def test_a_cpu_process_loads_verl_without_vllm_and_starts_its_group_without_a_rendezvous_port():
+    """A fresh interpreter on the CPU platform, as each of a run's processes: loading verl's workers and agent loop
+    (the plugin activating the backend) imports no vLLM, the Ascend checkpoint engine is recorded as unavailable and
+    verl's naive one is there. WORLD_SIZE 1 (every CPU run): the patched start-up needs no MASTER_ADDR/MASTER_PORT, so
+    no TCP port that another process could take before the store binds it (a group is process-wide)."""
     import os
     import subprocess
     import sys
 
     script = (
+        "import sys\n"
         "import torch.distributed as dist\n"
-        "from arew.verl_plugin.cpu import verl_patches\n"
         "import verl.workers.engine_workers as workers\n"
-        "verl_patches.apply()\n"
+        "import verl.experimental.agent_loop\n"
+        "from verl.checkpoint_engine import CheckpointEngineRegistry\n"
+        "print('vllm' in sys.modules, 'naive' in CheckpointEngineRegistry._registry, 'hccl_checkpoint_engine' in CheckpointEngineRegistry._import_errors)\n"
         "workers.initialize_global_process_group_ray(timeout_second=None)\n"
         "print(dist.get_backend(), dist.get_world_size(), dist.get_rank(), type(dist.distributed_c10d._get_default_store().underlying_store).__name__)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK")} | {"WORLD_SIZE": "1"}
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK")} | {"WORLD_SIZE": "1", "VERL_PLATFORM": "cpu"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-7:-4] == ["False", "True", "True"]  # no vLLM; verl's naive engine; the Ascend one unavailable
     assert done.stdout.split()[-4:] == ["gloo", "1", "0", "HashStore"]

@@ -101,6 +101,25 @@ def test_turn_gae_without_the_critic_is_refused(tiny_model_dir):
         validate_arew_setup(cfg)
 
 
+def test_no_reward_workers_pass_only_with_the_arew_agent_loop_and_no_reward_model(tiny_model_dir, monkeypatch):
+    """The CPU backend starts no reward-loop worker (AReW's agent loop scores its episodes); a run that would need one
+    stops at start-up naming reward.num_workers."""
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = compose("recipe", overrides=["task=pe-g-s2", "algo=grpo", "+backend=cpu", f"actor_rollout_ref.model.path={tiny_model_dir}"])
+    assert cfg.reward.num_workers == 0
+    validate_arew_setup(cfg)
+    cfg.reward.reward_model.enable = True
+    with pytest.raises(ValueError, match="reward.num_workers: 0 .* reward.reward_model.enable=true needs one"):
+        validate_arew_setup(cfg)
+    cfg.reward.reward_model.enable = False
+    cfg.actor_rollout_ref.rollout.agent.default_agent_loop = "single_turn_agent"
+    with pytest.raises(ValueError, match="reward.num_workers: 0 .* only 'arew_agent'"):
+        validate_arew_setup(cfg)
+    cfg.reward.num_workers = 1
+    validate_arew_setup(cfg)
+
+
 @pytest.mark.parametrize("algo", [*ALGOS, *CREDIT_ALGOS])
 def test_recipe_passes_verl_validation(algo, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from arew import smoke
 from async_checks import STEPS, async_overrides, check_resumed_decisions, check_staleness_agrees_with_verl, check_steps
+from smoke_runs import run_smoke
 
 pytestmark = pytest.mark.vllm
-
-TIMEOUT = 900
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vllm_async") / "colocate"
-    result = smoke.run(out=folder, steps=STEPS, timeout=TIMEOUT, rollout="vllm", overrides=async_overrides(folder))
-    assert result.returncode == 0, f"main_ppo failed, log tail:\n{result.log_path.read_text()[-6000:]}"
-    return result
+    return run_smoke(folder, *async_overrides(folder), steps=STEPS, rollout="vllm")
 
 
 def test_verls_vllm_rollout_trains_under_the_async_trainer(run):

@@ -17,17 +17,15 @@ import pytest
 
 from arew import smoke
 from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+from smoke_runs import TIMEOUT, run_smoke
 
 pytestmark = pytest.mark.vllm
 
-TIMEOUT = 900
 LARGE_LR = "actor_rollout_ref.actor.optim.lr=0.05"
 
 
 def _run(folder, *overrides, **kwargs) -> smoke.SmokeRun:
-    result = smoke.run(out=folder, overrides=list(overrides), timeout=TIMEOUT, rollout="vllm", **kwargs)
-    assert result.returncode == 0, f"main_ppo failed, log tail:\n{result.log_path.read_text()[-6000:]}"
-    return result
+    return run_smoke(folder, *overrides, rollout="vllm", **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,14 @@ FSDP engines for device "cpu") is installed only when the CPU platform is select
 from __future__ import annotations
 
 import os
+import sys
 
 from arew.verl_plugin.cpu.platform import PLATFORM_NAME, PlatformCPU
+
+# verl imports each checkpoint engine it ships when its workers load; this one (Ascend NPUs only) imports vLLM,
+# 1-1.5 s of CPU in each of a run's half-dozen processes. On the CPU platform it is left out, and verl records it as
+# unavailable, as on any machine without vLLM; the CPU backend syncs weights with verl's naive engine.
+ASCEND_CHECKPOINT_ENGINE = "verl.checkpoint_engine.hccl_checkpoint_engine"
 
 _activated = False
 _activation_error: BaseException | None = None
@@ -27,6 +33,7 @@ def activate() -> None:
     global _activated, _activation_error
     if _activated:
         return
+    sys.modules.setdefault(ASCEND_CHECKPOINT_ENGINE, None)  # None: verl's `import` of it raises ImportError
     try:
         from verl.workers.engine.base import EngineRegistry
         from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
