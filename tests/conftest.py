@@ -17,28 +17,31 @@ from fakes import FakeChatServer
 
 # a test's tier is the first of these markers it carries, else "fast" (benchmarks/suite_times.py reads it
 # from the JUnit report, where it is the property "tier")
-SLOW_TIERS = ("vllm", "e2e", "ray", "browser")
+SLOW_TIERS = ("vllm", "e2e", "ray", "browser", "lab")
 TIERS = ("fast", *SLOW_TIERS)
-TIER_ORDER = ("vllm", "e2e", "ray", "browser", "fast")  # the slowest first, as the suite runs them
+TIER_ORDER = ("vllm", "e2e", "ray", "lab", "browser", "fast")  # the slowest first, as the suite runs them
 # per main_ppo run a test (or the module fixture its set-up built) started: the run's start-up and shutdown seconds
 START_UP_PROPERTY = "main_ppo_start_up_s"
 
 
 def pytest_collection_modifyitems(items):
     """Each test's tier (a test that uses the ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier),
-    then the modules reordered so that those with the slowest tier's tests come first, each module's tests kept
-    together and in order: under ``-n 2 --dist loadfile`` (the README's command) a worker takes one module at a time,
-    and the long modules started first leave short ones, not a long one, for the end."""
+    then the order the suite runs in: modules with a slower tier's tests first, each module's tests together and in
+    their order. Under ``-n 2 --dist loadgroup`` (the README's command) a module's slow-tier tests form one group,
+    run by one worker (their module fixtures, a main_ppo run that many tests read, run once), and the fast tests go
+    one by one to whichever worker is free; the long groups started first leave short tests, not a long group, for
+    the end."""
+    rank: dict[str, int] = {}
     for item in items:
         if "transfer_queue" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
         markers = {mark.name for mark in item.iter_markers()}
-        item.user_properties.append(("tier", next((tier for tier in SLOW_TIERS if tier in markers), "fast")))
-    rank: dict[str, int] = {}
-    for item in items:
+        tier = next((tier for tier in SLOW_TIERS if tier in markers), "fast")
+        item.user_properties.append(("tier", tier))
         module = item.nodeid.split("::")[0]
-        tier = dict(item.user_properties)["tier"]
-        rank[module] = min(rank.get(module, len(TIERS)), TIER_ORDER.index(tier))
+        if tier != "fast":
+            item.add_marker(pytest.mark.xdist_group(module))
+        rank[module] = min(rank.get(module, len(TIER_ORDER)), TIER_ORDER.index(tier))
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: collection order within a rank
 
 

@@ -6,6 +6,8 @@ by ``python -m arew.lab.publish``). Between Intel and AMD the runs part (arew.la
 import json
 import math
 
+import pytest
+
 from arew.lab.config import LabConfig, parse_variant
 from arew.lab.publish import (
     REPRODUCTION_RECORD,
@@ -40,6 +42,7 @@ def test_every_published_run_was_computed_with_the_pinned_arithmetic():
         assert arithmetic["mkl_cbwr"] == PINNED_ENVIRONMENT["MKL_CBWR"], run
 
 
+@pytest.mark.lab
 def test_a_fresh_run_reproduces_the_published_one_of_its_cpu_vendor_exactly():
     """ppo-ir, seed 0 of the published default run: the run whose reward once read 0.871 on one 2-core
     machine and 0.855 on another. Here it trains in the lab's own pinned worker process."""

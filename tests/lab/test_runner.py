@@ -12,6 +12,8 @@ from arew.lab.report import RESULT_COLUMNS, TABLE_METRICS
 from arew.lab.runner import build_config
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS
 
+pytestmark = pytest.mark.lab  # the module's lab run (about 20 s) and a second one on forked workers
+
 VARIANTS = "ppo-vanilla,ppo-as+bt,grpo-vanilla,grpo-as"
 
 

@@ -182,6 +182,7 @@ def quick_study(tmp_path_factory):
     return out
 
 
+@pytest.mark.lab
 def test_a_quick_study_writes_its_table_plot_logs_and_definition(quick_study):
     folder = quick_study / "grouping"
     labels = [a.label for a in STUDIES["grouping"].arms]
@@ -205,6 +206,7 @@ def test_a_quick_study_writes_its_table_plot_logs_and_definition(quick_study):
     assert pooled["log"][1:] != separate["log"][1:]
 
 
+@pytest.mark.lab
 def test_a_study_resumes_from_its_cache(quick_study, monkeypatch):
     before = (quick_study / "grouping" / "results.md").read_text()
 

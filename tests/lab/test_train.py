@@ -163,6 +163,7 @@ def test_tiny_run_is_deterministic_given_its_seed():
     assert all(row["as_outcome_constant_share"] is None for row in first.log)  # PPO: no groups, no SynAct monitor
 
 
+@pytest.mark.lab
 def test_as_critiques_lift_the_informative_share_that_vanilla_leaves_locked():
     """Twenty small steps: AReW's AS channel takes the agent out of its low-information prior,
     while vanilla GRPO from the same seed stays there (the lab's main result in miniature)."""

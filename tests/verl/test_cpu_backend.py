@@ -48,6 +48,7 @@ def test_trainer_start_up_reports_a_failed_installation(monkeypatch):
     cpu.require_ready()  # not selected: nothing to report
 
 
+@pytest.mark.e2e  # a fresh verl process (about 10 s)
 def test_a_cpu_process_loads_verl_without_vllm_and_starts_its_group_without_a_rendezvous_port():
     """A fresh interpreter on the CPU platform, as each of a run's processes: loading verl's workers and agent loop
     (the plugin activating the backend) imports no vLLM, the Ascend checkpoint engine is recorded as unavailable and

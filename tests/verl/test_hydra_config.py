@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e  # each test runs main_ppo's command line in a fresh verl process (about 10 s)
 
 
 def _cfg_job(*args):

@@ -6,6 +6,7 @@ from arew.cli import build_parser
 from arew.smoke import read_metrics
 
 
+@pytest.mark.e2e  # verl's main_ppo starts and stops at its config (about 10 s)
 def test_a_run_that_does_not_start_exits_non_zero(tmp_path, capsys):
     args = build_parser().parse_args(["smoke", "--out", str(tmp_path), "--quiet", "no_such_section.key=1"])
     with pytest.raises(SystemExit) as stop:
