@@ -36,7 +36,7 @@ SLOWEST_PAGE = ROOT / "docs" / "contributing.md"
 TIERS_MARKER = "bench:suite-tiers"
 SLOWEST_MARKER = "bench:suite-slowest"
 WHOLE = ["-m", "pytest", "-q", "tests", "-n", "2"]
-FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser or lab)", "-n", "2"]
+FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser or lab)", "-n", "2", "--dist", "load"]
 TIERS = ("fast", "e2e", "ray", "vllm", "browser", "lab")
 BUDGET_SECONDS = {"whole": 1800.0, "fast": 180.0}
 START_UP_PROPERTY = "main_ppo_start_up_s"  # tests/conftest.py
@@ -63,8 +63,7 @@ def read_report(report: Path) -> list[TestTime]:
         properties = [(p.get("name"), p.get("value")) for p in case.iter("property")]
         tier = next((value for name, value in properties if name == "tier"), "?")
         start_ups = [float(value) for name, value in properties if name == START_UP_PROPERTY]
-        name = case.get("name").split("@")[0]  # under --dist loadgroup, xdist appends "@<group>" to a grouped test's id
-        tests.append(TestTime(float(case.get("time", 0.0)), f"{case.get('classname')}::{name}", tier, outcome, start_ups))
+        tests.append(TestTime(float(case.get("time", 0.0)), f"{case.get('classname')}::{case.get('name')}", tier, outcome, start_ups))
     return sorted(tests, key=lambda t: t.seconds, reverse=True)
 
 

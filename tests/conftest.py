@@ -24,24 +24,24 @@ TIER_ORDER = ("vllm", "e2e", "ray", "lab", "browser", "fast")  # the slowest fir
 START_UP_PROPERTY = "main_ppo_start_up_s"
 
 
+def pytest_itemcollected(item):
+    """Each test's tier, the first of :data:`SLOW_TIERS` among its markers, else fast (a test that uses the
+    ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier)."""
+    if "transfer_queue" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.ray)
+    markers = {mark.name for mark in item.iter_markers()}
+    item.user_properties.append(("tier", next((tier for tier in SLOW_TIERS if tier in markers), "fast")))
+
+
 def pytest_collection_modifyitems(items):
-    """Each test's tier (a test that uses the ``transfer_queue`` fixture starts Ray: it belongs to the ``ray`` tier),
-    then the order the suite runs in: modules with a slower tier's tests first, each module's tests together and in
-    their order. Under ``-n 2 --dist loadgroup`` (the README's command) a module's slow-tier tests form one group,
-    run by one worker (their module fixtures, a main_ppo run that many tests read, run once), and the fast tests go
-    one by one to whichever worker is free; the long groups started first leave short tests, not a long group, for
-    the end."""
+    """The order the suite runs in: modules with a slower tier's tests first, each module's tests together and in
+    their order. Under the README's ``-n 2`` (``--dist loadfile`` in pyproject.toml) a worker takes one module at a
+    time, so a module's fixtures (a main_ppo run that many tests read) run once, and the long modules started first
+    leave short ones, not a long one, for the end."""
     rank: dict[str, int] = {}
     for item in items:
-        if "transfer_queue" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.ray)
-        markers = {mark.name for mark in item.iter_markers()}
-        tier = next((tier for tier in SLOW_TIERS if tier in markers), "fast")
-        item.user_properties.append(("tier", tier))
         module = item.nodeid.split("::")[0]
-        if tier != "fast":
-            item.add_marker(pytest.mark.xdist_group(module))
-        rank[module] = min(rank.get(module, len(TIER_ORDER)), TIER_ORDER.index(tier))
+        rank[module] = min(rank.get(module, len(TIER_ORDER)), TIER_ORDER.index(dict(item.user_properties)["tier"]))
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: collection order within a rank
 
 

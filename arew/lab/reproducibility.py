@@ -1,4 +1,4 @@
-"""The same lab numbers on every x86-64 machine: each numeric library's code path pinned.
+"""The same lab numbers on every x86-64 machine of one CPU vendor: each numeric library's code path pinned.
 
 A lab run is deterministic on one machine (one torch thread, every draw seeded). Across
 machines the arithmetic is not: ATen picks AVX-512 or AVX2 kernels, MKL and oneDNN choose their

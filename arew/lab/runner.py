@@ -2,7 +2,7 @@
 
 Runs are independent and single-threaded (``train_run`` pins one torch thread). They train in
 worker processes started with :data:`arew.lab.reproducibility.PINNED_ENVIRONMENT` (the same
-numbers on every x86-64 machine), as many as ``--workers``; the progress bar counts steps.
+numbers on every x86-64 machine of one CPU vendor), as many as ``--workers``; the progress bar counts steps.
 ``arew.cli`` imports this module to build its parser, so training (and verl) is imported
 only when the lab actually runs, keeping ``arew --help`` fast.
 """

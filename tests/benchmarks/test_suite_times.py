@@ -13,7 +13,7 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.e2e.test_tasks" name="test_mediq" time="80.0">
   <properties><property name="tier" value="e2e"/><property name="main_ppo_start_up_s" value="50.0"/></properties>
 </testcase>
-<testcase classname="tests.e2e.test_main_ppo" name="test_resume@tests/e2e/test_main_ppo.py" time="120.0">
+<testcase classname="tests.e2e.test_main_ppo" name="test_resume" time="120.0">
   <properties><property name="tier" value="e2e"/><property name="main_ppo_start_up_s" value="40.0"/>
   <property name="main_ppo_start_up_s" value="44.0"/></properties>
   <failure message="boom"/>

@@ -204,7 +204,7 @@ def test_smoke_summary_reports_each_step(grpo):
         assert needle in text, needle
 
 
-def test_dashboard_panels_are_logged_by_a_realrun_smoke(grpo):
+def test_dashboard_panels_are_logged_by_a_real_run(grpo):
     """Every key the dashboard plots for this kind of run (PE, GRPO, with validation) is in its metrics file:
     a renamed or dropped metric breaks this test, not an empty chart. Choice-task, lab, adaptive, MI-critique
     and ablation panels are out of scope: this run does none of those."""
@@ -281,7 +281,7 @@ def test_wandb_offline_run_holds_the_rollout_tables(grpo):
     assert len(content["data"]) == ROLLOUTS_PER_STEP
 
 
-def test_the_offline_report_reads_the_runs_metrics_androllout_rows(grpo, tmp_path):
+def test_the_offline_report_reads_the_runs_metrics_and_rollouts(grpo, tmp_path):
     """``arew report`` on a real run folder: every sampled episode (train and validation) and the logged
     panels arrive, and nothing in the trainer's files is reported as broken input."""
     from arew.reporting import report
