@@ -170,10 +170,15 @@ def reproduction_run():
     return result
 
 
+def _reproduction_records() -> dict:
+    """docs/reference/lab-reproduction-runs.json: per CPU vendor, the reproduction run recorded on it."""
+    return json.loads(REPRODUCTION_RECORD.read_text()) if REPRODUCTION_RECORD.exists() else {}
+
+
 def reproduction_reference(vendor: str) -> dict:
     """What :data:`REPRODUCTION_RUN` gives on a CPU of ``vendor`` (``final`` and ``arithmetic``): the run recorded on
     that vendor, else the default run's own record (published on an Intel CPU)."""
-    recorded = json.loads(REPRODUCTION_RECORD.read_text()) if REPRODUCTION_RECORD.exists() else {}
+    recorded = _reproduction_records()
     if vendor in recorded:
         return recorded[vendor]
     variant, seed = REPRODUCTION_RUN
@@ -183,7 +188,7 @@ def reproduction_reference(vendor: str) -> dict:
 def record_reproduction() -> Path:
     """Train :data:`REPRODUCTION_RUN` on this machine and record it under this CPU's vendor."""
     result = reproduction_run()
-    recorded = json.loads(REPRODUCTION_RECORD.read_text()) if REPRODUCTION_RECORD.exists() else {}
+    recorded = _reproduction_records()
     variant, seed = REPRODUCTION_RUN
     recorded[result.arithmetic["cpu_vendor"]] = {"variant": variant, "seed": seed, "final": result.final, "arithmetic": result.arithmetic}
     REPRODUCTION_RECORD.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")

@@ -84,6 +84,7 @@ from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_es
 
 logger = logging.getLogger(__name__)
 
+
 def check_reward_workers(config) -> None:
     """``reward.num_workers: 0`` (the CPU backend's default) starts no reward-loop actor: AReW's agent loop scores every
     episode itself, so verl never calls one, unless a reward model is on or another agent loop leaves a score to it."""
