@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(evaluate)
     evaluate.set_defaults(func=eval_main)
 
-    from arew.smoke import add_arguments as add_smoke_arguments
-    from arew.smoke import main as smoke_main
+    from arew.verl_plugin.smoke import add_arguments as add_smoke_arguments
+    from arew.verl_plugin.smoke import main as smoke_main
 
     smoke = commands.add_parser("smoke", help="run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)")
     add_smoke_arguments(smoke)

@@ -5,14 +5,14 @@
         [--response-length 2048] [--mediq-source FILE.jsonl] [--out runs/bench-async] [--publish]
 
 The same MediQ task runs twice through verl's real ``main_ppo`` on the CPU backend (``arew smoke``:
-:func:`arew.smoke.run`, its sizes: 4 prompts x 2 rollouts per step), with the same seed and steps:
+:func:`arew.verl_plugin.smoke.run`, its sizes: 4 prompts x 2 rollouts per step), with the same seed and steps:
 once with ``trainer.v1.trainer_mode=arew`` (synchronous: a step samples all its episodes, then
 trains) and once with ``trainer.v1.trainer_mode=arew_colocate_async`` (verl's colocate_async trainer
 with AReW's advantage stage: ``trainer.v1.colocate_async.num_warmup_batches`` batches more are in
 flight, a step trains on the first groups that finish, the unfinished generations are aborted at the
 end of sampling and resumed under the new weights, so a step does not wait for its slowest episode).
 
-The agent is a scripted model (:func:`arew.tiny_models.build_scripted_model`, its tokenizer trained
+The agent is a scripted model (:func:`arew.engines.tiny_models.build_scripted_model`, its tokenizer trained
 on the task's prompt) that asks ``Do you have a fever?`` in every turn, so every action round asks
 the patient. The patient is the LLM user (``arew_agent.env_options.user=llm``) pointed at a loopback
 OpenAI-compatible server of this script (:class:`PatientServer`), which answers as the patient
@@ -59,10 +59,10 @@ from pathlib import Path
 
 from user_parse_rates import MEDIQ_CASES
 
-from arew import smoke
 from arew.envs.lexical import terms
 from arew.envs.users import prompts
 from arew.markdown_blocks import replace_block
+from arew.verl_plugin import smoke
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reference" / "benchmarks.md"
@@ -216,7 +216,7 @@ def mediq_source(out: Path, given: str | None) -> str:
 
 def scripted_agent(out: Path, source: str) -> Path:
     """The scripted model asking :data:`QUESTION` every turn, its tokenizer trained on the task's first prompt."""
-    from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+    from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 
     folder = out / "scripted"
     if not (folder / "config.json").exists():

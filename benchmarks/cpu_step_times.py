@@ -24,8 +24,8 @@ from pathlib import Path
 import psutil
 import torch
 
-from arew import smoke
 from arew.markdown_blocks import replace_block
+from arew.verl_plugin import smoke
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 

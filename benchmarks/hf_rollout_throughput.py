@@ -37,7 +37,7 @@ def model_folder(name: str, scratch: Path) -> Path:
         from arew.eval.default_model import default_model_folder
 
         return default_model_folder()
-    from arew.smoke import tiny_model
+    from arew.verl_plugin.smoke import tiny_model
 
     return tiny_model(scratch / "tiny")
 

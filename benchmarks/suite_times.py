@@ -5,7 +5,7 @@
 
 Runs the README's test command (:data:`WHOLE`) once with a JUnit report, then the fast tier's command
 (:data:`FAST`). Each test's tier is the first of the markers vllm, e2e, ray, browser that it carries, else fast;
-each run of verl's ``main_ppo`` through ``arew.smoke.run`` records its start-up and shutdown seconds on the test
+each run of verl's ``main_ppo`` through ``arew.verl_plugin.smoke.run`` records its start-up and shutdown seconds on the test
 whose set-up or call started it (tests/conftest.py writes both into the report as properties). Prints the wall
 time of both commands, the seconds of each tier's tests within the whole run (set-up and tear-down included, as
 pytest counts them; with two workers they add up to about twice the wall time) and the slowest tests with the

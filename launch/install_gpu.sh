@@ -27,7 +27,7 @@ EOF
 python -m pip install --quiet -e ".[gpu,test]"
 if [ "${AREW_SKIP_FLASH_ATTN:-}" = 1 ]; then
   echo "flash-attn skipped (AREW_SKIP_FLASH_ATTN=1)"
-  check="vllm, verl, arew.verl_plugin"
+  check="vllm, verl, arew.verl_plugin.register"
 else
   # The index has flash-attn as a source distribution only. Its setup.py first fetches a prebuilt wheel from
   # flash-attn's GitHub release when one matches this torch, CUDA and Python; otherwise it compiles from source,
@@ -36,7 +36,7 @@ else
   # isolation the build uses this environment, so its build requirements go in first.
   python -m pip install --quiet packaging psutil ninja wheel
   python -m pip install --no-build-isolation flash-attn==2.8.3.post2
-  check="vllm, verl, arew.verl_plugin, flash_attn"
+  check="vllm, verl, arew.verl_plugin.register, flash_attn"
 fi
 # tau2-bench's telecom data and evaluator; its declared dependencies (litellm, gymnasium, web servers) are
 # not used, and what is used is in the project's own dependencies

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One paper run on one 8-GPU node:  recipes/train.sh TASK ALGO VARIANT [extra Hydra overrides]
 #   TASK     pe-g-s2 | pe-g-s3 | pe-f-d6 | pe-f-d8 | mediq | flodial-easy | flodial-hard | tau2-solo | tau2-dual
-#   ALGO     ppo | grpo | gspo | gigpo | turn_gae | turn_grpo  (configs/algo/)
+#   ALGO     ppo | grpo | gspo | gigpo | turn_gae | turn_grpo  (arew/configs/algo/)
 #   VARIANT  vanilla | as_only | as_bt
 # Environment: AREW_MODEL_PATH (default Qwen/Qwen2.5-7B-Instruct), AREW_DATA_DIR (default ./data).
 # The task's data is prepared on first use; MediQ reads AREW_MEDIQ_SOURCE (the MediQ jsonl file,
@@ -74,5 +74,5 @@ if [ "$service" = script ]; then
   export AREW_USER_URL
   trap 'kill "$(cat "${AREW_RUN_DIR:-runs}/user_server/server.pid")" 2>/dev/null || true' EXIT
 fi
-python -m verl.trainer.main_ppo --config-path "$root/configs" --config-name recipe "${layout[@]}" \
+python -m verl.trainer.main_ppo --config-path pkg://arew.configs --config-name recipe "${layout[@]}" \
   "task=$task" "algo=$algo" "variant=$variant" "$@"

@@ -1,4 +1,4 @@
-"""Shared fixtures: loopback chat servers (fakes.py), the offline tokenizer and tiny model (arew.tiny_models), a local
+"""Shared fixtures: loopback chat servers (fakes.py), the offline tokenizer and tiny model (arew.engines.tiny_models), a local
 TransferQueue, a MediQ file."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from arew import smoke
-from arew.tiny_models import build_chat_tokenizer, build_tiny_model
+from arew.engines.tiny_models import build_chat_tokenizer, build_tiny_model
+from arew.verl_plugin import smoke
 from fakes import FakeChatServer
 
 # a test's tier is the first of these markers it carries, else "fast" (benchmarks/suite_times.py reads it
@@ -59,7 +59,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.fixture(scope="session", autouse=True)
 def _record_main_ppo_start_up():
-    """Each ``arew.smoke.run`` (verl's main_ppo) records its start-up and shutdown seconds on the test that ran it,
+    """Each ``arew.verl_plugin.smoke.run`` (verl's main_ppo) records its start-up and shutdown seconds on the test that ran it,
     set-up included (a module fixture's run counts for the first test that needs it, as pytest counts its time)."""
     run = smoke.run
 

@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from arew import smoke
+from arew.verl_plugin import smoke
 
 # stable request ids reach the rollout server and the critique noise has a seed: a run replays
 DETERMINISTIC = ("actor_rollout_ref.rollout.full_determinism=true", "algorithm.arew.noise.seed=3")
@@ -15,7 +15,7 @@ TIMEOUT = 900  # seconds; a guard against a hung run, not a timing assertion
 
 
 def run_smoke(folder, *overrides, **kwargs) -> smoke.SmokeRun:
-    """``arew smoke`` in ``folder`` with these Hydra overrides (``kwargs``: :func:`arew.smoke.run`'s), which must succeed."""
+    """``arew smoke`` in ``folder`` with these Hydra overrides (``kwargs``: :func:`arew.verl_plugin.smoke.run`'s), which must succeed."""
     result = smoke.run(out=folder, overrides=list(overrides), timeout=TIMEOUT, **kwargs)
     assert result.returncode == 0, f"main_ppo failed, log tail:\n{result.log_path.read_text()[-6000:]}"
     return result

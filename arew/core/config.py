@@ -3,7 +3,7 @@
 It lives under ``algorithm.arew`` in a verl config (verl passes the algorithm section to
 advantage estimators, and unknown keys there survive its dataclass conversion). Every key is
 declared once below (:mod:`arew.schema`): its default, its rules and the line that documents it in
-``configs/base/arew.yaml`` and ``docs/reference/configuration.md``.
+``arew/configs/base/arew.yaml`` and ``docs/reference/configuration.md``.
 """
 
 from __future__ import annotations

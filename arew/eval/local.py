@@ -1,6 +1,6 @@
 """A local Hugging Face model folder (or a verl checkpoint's) as a :class:`~arew.eval.model.ChatModel`.
 
-Generation goes through :mod:`arew.hf_generation`, as the CPU rollout engine's does.
+Generation goes through :mod:`arew.engines.hf_generation`, as the CPU rollout engine's does.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
+from arew.engines.hf_generation import generate_batch, generation_config
 from arew.eval.model import Completion, GenerationError, GenerationParams
-from arew.hf_generation import generate_batch, generation_config
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 FSDP_SHARDS = "model_world_size_*_rank_*.pt"

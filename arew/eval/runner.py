@@ -38,7 +38,7 @@ _LOGGED_FAILURES: set[tuple[str, str]] = set()
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """What ``arew eval`` plays; the budget defaults are the training recipe's (``configs/base/arew.yaml``)."""
+    """What ``arew eval`` plays; the budget defaults are the training recipe's (``arew/configs/base/arew.yaml``)."""
 
     n: int = 1  # episodes per prompt (sessions 0..n-1)
     temperature: float = 0.0  # 0: greedy

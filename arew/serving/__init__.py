@@ -1,6 +1,6 @@
 """The simulated user's inference server as a service of the training run's Ray cluster.
 
-``arew_user_service.mode=ray`` (``configs/base/arew.yaml``): when the task's environment options
+``arew_user_service.mode=ray`` (``arew/configs/base/arew.yaml``): when the task's environment options
 ask for an LLM user (``user: llm`` with ``user_url``/``user_model``, or tau2-dual's
 ``customer: llm`` with ``customer_url``/``customer_model``), the trainer starts the server
 (vLLM's OpenAI-compatible server by default) in Ray actors that hold its GPUs, waits for its

@@ -1,6 +1,6 @@
 """What the user service starts, and the start-up arithmetic of a run's GPUs and batches (no Ray, no verl).
 
-The settings live under ``arew_user_service`` (``configs/base/arew.yaml``); every invalid value
+The settings live under ``arew_user_service`` (``arew/configs/base/arew.yaml``); every invalid value
 fails at start-up naming its key. The server command is a shell command run with ``PORT``,
 ``MODEL``, ``TP``, ``HOST`` and ``PYTHON`` in its environment (and the replica's GPUs in
 ``CUDA_VISIBLE_DEVICES``, set by Ray); it must serve the OpenAI API under ``/v1`` and answer

@@ -1,4 +1,4 @@
-"""Write the documented defaults of ``configs/base/arew.yaml`` and ``docs/reference/configuration.md`` from the declarations.
+"""Write the documented defaults of ``arew/configs/base/arew.yaml`` and ``docs/reference/configuration.md`` from the declarations.
 
 ``python -m arew.verl_plugin.config_reference --write`` rewrites both; without ``--write`` (and in
 ``tests/verl/test_config_reference.py``) it fails when either differs from what the declarations
@@ -30,7 +30,7 @@ from arew.serving.spec import ServiceSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-YAML = Path("configs/base/arew.yaml")
+YAML = Path("arew/configs/base/arew.yaml")
 MARKDOWN = Path("docs/reference/configuration.md")
 COMMAND = "python -m arew.verl_plugin.config_reference --write"
 SECTIONS = {"algorithm.arew": AReWConfig, "arew_agent": AgentLoopSettings, "arew_rollouts": RolloutSettings, "arew_user_service": ServiceSettings}

@@ -24,7 +24,7 @@ import zmq
 from verl.workers.rollout.vllm_rollout import vllm_rollout
 from verl.workers.rollout.vllm_rollout.bucketed_weight_transfer import BucketedWeightSender
 
-from arew.source_guard import require_source
+from arew.engines.source_guard import require_source
 
 SETTING = "weight_sync_timeout"
 KEY = f"actor_rollout_ref.rollout.custom.{SETTING}"

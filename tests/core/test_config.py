@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arew.configs import CONFIG_DIR
 from arew.core import AReWConfig, AReWConfigError, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def test_invalid_values_name_the_key(raw, key):
 
 
 def test_yaml_defaults_equal_code_defaults():
-    document = yaml.safe_load((ROOT / "configs" / "base" / "arew.yaml").read_text())
+    document = yaml.safe_load((CONFIG_DIR / "base" / "arew.yaml").read_text())
     assert parse_config(document["algorithm"]["arew"]) == AReWConfig()
 
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from arew import smoke
 from arew.core import collect_segments, parse_config, reweight_advantages
 from arew.metrics.rollouts import sample_indices
 from arew.reporting import panels
+from arew.verl_plugin import smoke
 from smoke_runs import DETERMINISTIC, advantage_dump, by_episode, rollout_rows, run_smoke
 
 pytestmark = pytest.mark.e2e

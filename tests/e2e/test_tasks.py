@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from arew import smoke
+from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 from arew.reporting import panels
-from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+from arew.verl_plugin import smoke
 from smoke_runs import run_smoke
 
 pytestmark = pytest.mark.e2e

@@ -8,10 +8,10 @@ import importlib.metadata
 
 import pytest
 
+from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 from arew.eval import default_model
 from arew.eval.local import LocalModel, resolve_model_folder
 from arew.eval.model import GenerationError, GenerationParams
-from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 
 REPLY = "<interact>Do you have a fever?</interact>"
 ASK = [{"role": "user", "content": "Turn 1 of 8: ask the patient one question."}]

@@ -118,7 +118,7 @@ def test_arew_prepare_and_eval_run_the_plugin_task(plugin, tmp_path):
     assert len(rows) == 3 and {row["data_source"] for row in rows} == {"arew/number-search"}
     assert {row["agent_name"] for row in rows} == {"arew_agent"} and all(1 <= row["extra_info"]["secret"] <= 8 for row in rows)
 
-    from arew.smoke import tiny_model
+    from arew.verl_plugin.smoke import tiny_model
 
     model = tiny_model(tmp_path / "model")
     out = tmp_path / "eval"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 from arew.serving.ray_service import free_port, healthy
-from arew.tiny_models import build_chat_tokenizer, build_scripted_model
 from fakes import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.e2e]  # Ray jobs whose entrypoint is main_ppo

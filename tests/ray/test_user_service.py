@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from ray._raylet import PlacementGroupID
 from ray.util.placement_group import PlacementGroup
 
+from arew.configs import CONFIG_DIR
 from arew.serving.ray_service import UserService, healthy, start_user_service
 from arew.serving.spec import SECTION, ServiceSettings, check_batch_layout, check_gpu_budget, llm_user_options
 from fakes import wait_until
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parents[2]
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this test module
 FAKE = ROOT / "tests" / "ray" / "fake_user_server.py"
-BASE = OmegaConf.load(ROOT / "configs" / "base" / "arew.yaml")
+BASE = OmegaConf.load(CONFIG_DIR / "base" / "arew.yaml")
 
 
 def fake_command(folder: Path) -> str:

@@ -20,6 +20,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
+from arew.configs import CONFIG_DIR
 from arew.core import RECORDS_KEY, collect_segments
 from arew.core.sources import SOURCES_KEY
 from arew.core.synact import KEYS_KEY
@@ -377,7 +378,7 @@ async def test_worker_to_transfer_queue_to_arew_advantages(chat_tokenizer, row, 
         [informative, f"<interact>{truth}</interact>", dominated, f"<answer>{truth}</answer>"],  # +1 +1 -1, reward 1
         [dominated, f"<interact>{flat}</interact>", f"<answer>{flat}</answer>"],  # one-sided, reward 0
     ]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         config = compose(
             config_name="arew_trainer",
             overrides=["algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=0.5", "actor_rollout_ref.rollout.n=2"],
@@ -440,7 +441,7 @@ async def test_a_failed_group_member_leaves_verls_path_and_the_group_statistics_
         RaisingServer(),  # this session's engine dies: reward 0 would otherwise drag the group mean
         ScriptedServer(chat_tokenizer, [dominated, f"<interact>{flat}</interact>", f"<answer>{flat}</answer>"]),
     ]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         config = compose(
             config_name="arew_trainer",
             overrides=["algorithm.adv_estimator=arew_grpo", "algorithm.arew.lam=0.5", "actor_rollout_ref.rollout.n=3",
@@ -486,7 +487,7 @@ async def test_a_critique_source_relabels_the_records_and_the_trainer_scores_eac
     informative, dominated = _queries(info)
     truth = _vector(info["w_star"])
     texts = [informative, f"<interact>{truth}</interact>", dominated, f"<answer>{truth}</answer>"]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         # options are added with a leading + on the command line, as a task's env_options
         config = compose(
             config_name="arew_trainer",

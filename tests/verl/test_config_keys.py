@@ -1,17 +1,17 @@
 """Every documented key of ``algorithm.arew``, ``arew_agent``, ``arew_rollouts`` and ``arew_user_service`` rejects invalid values at start-up, naming itself."""
 
 import math
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
+from arew.configs import CONFIG_DIR
 from arew.core import parse_config
 from arew.metrics.rollouts import RolloutSettings
 from arew.serving.spec import ServiceSettings
 from arew.verl_plugin.agent_loop import AgentLoopSettings
 
-CONFIG = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "base" / "arew.yaml")
+CONFIG = OmegaConf.load(CONFIG_DIR / "base" / "arew.yaml")
 DEFAULTS = OmegaConf.to_container(CONFIG)
 INVALID = ["bogus", ["as"], {"a": 1}, math.nan, math.inf, -1, 2.5, True, None, ""]
 

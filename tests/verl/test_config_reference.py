@@ -1,4 +1,4 @@
-"""configs/base/arew.yaml's documented defaults and docs/reference/configuration.md are what the declarations render."""
+"""arew/configs/base/arew.yaml's documented defaults and docs/reference/configuration.md are what the declarations render."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ async def test_prompt_without_room_is_refused(server):
 
 
 async def test_a_scripted_model_answers_every_turn_with_its_reply_through_the_server(tmp_path):
-    from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+    from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 
     reply = "<interact>Do you have a fever?</interact>"
     tokenizer = build_chat_tokenizer(extra_text=[reply] * 50)
@@ -195,7 +195,7 @@ HF_LOGGER = "arew.verl_plugin.cpu.hf_rollout"
 
 @pytest.fixture(scope="module")
 def looping_dir(tmp_path_factory):
-    from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+    from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 
     tokenizer = build_chat_tokenizer(extra_text=[LOOP_REPLY] * 50)
     ids = tokenizer(LOOP_REPLY, add_special_tokens=False).input_ids
@@ -420,7 +420,7 @@ async def test_a_batch_aborted_before_its_generate_call_began_waits_for_the_resu
 
 
 def test_generate_rows_tells_rows_cut_by_an_interrupt_from_rows_that_ended(tiny_model, chat_tokenizer):
-    from arew.hf_generation import Interrupt, generate_batch, generate_rows, generation_config
+    from arew.engines.hf_generation import Interrupt, generate_batch, generate_rows, generation_config
 
     prompts = _prompts(type("S", (), {"tokenizer": chat_tokenizer})(), 3)
     config = generation_config(tiny_model, chat_tokenizer, max_new_tokens=6, temperature=0, stop=())

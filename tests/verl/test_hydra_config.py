@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from arew.configs import CONFIG_PATH
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e  # each test runs main_ppo's command line in a fresh verl process (about 10 s)
@@ -21,7 +23,7 @@ def _cfg_job(*args):
 
 def test_arew_config_composes_with_overrides():
     job = _cfg_job(
-        "--config-path", str(ROOT / "configs"), "--config-name", "arew_trainer",
+        "--config-path", CONFIG_PATH, "--config-name", "arew_trainer",
         "algorithm.adv_estimator=arew_grpo", "algorithm.arew.channels=as", "algorithm.arew.noise.flip_prob=0.2",
     )
     assert job["trainer"]["v1"]["trainer_mode"] == "arew"

@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 
+from arew.configs import CONFIG_DIR
 from arew.verl_plugin.trainer import validate_arew_setup
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ VARIANTS = {"vanilla": "off", "as_only": "as", "as_bt": "as+bt"}
 
 
 def _compose(task, algo, variant, model_dir):
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(
             "recipe", overrides=[f"task={task}", f"algo={algo}", f"variant={variant}", f"actor_rollout_ref.model.path={model_dir}"]
         )
@@ -72,7 +73,7 @@ def test_tau2_recipes_carry_the_references_settings(task, algo, variant, tiny_mo
 
 def test_tau2_dual_trains_the_14b_agent_by_default(monkeypatch):
     monkeypatch.delenv("AREW_MODEL_PATH", raising=False)
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose("recipe", overrides=["task=tau2-dual", "algo=grpo"])
     assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-14B-Instruct"
 
@@ -105,7 +106,7 @@ def test_no_reward_workers_pass_only_with_the_arew_agent_loop_and_no_reward_mode
     """The CPU backend starts no reward-loop worker (AReW's agent loop scores its episodes); a run that would need one
     stops at start-up naming reward.num_workers."""
     monkeypatch.setenv("VERL_PLATFORM", "cpu")
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose("recipe", overrides=["task=pe-g-s2", "algo=grpo", "+backend=cpu", f"actor_rollout_ref.model.path={tiny_model_dir}"])
     assert cfg.reward.num_workers == 0
     validate_arew_setup(cfg)
@@ -240,7 +241,7 @@ def test_train_script_rejects_a_local_user_server_on_several_nodes(tmp_path, med
 
 @pytest.mark.parametrize("nnodes, batch, mini", [(2, 252, 126), (4, 224, 112)])
 def test_multi_node_user_task_layouts_pass_the_start_up_checks(nnodes, batch, mini, tiny_model_dir):
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose("recipe", overrides=["task=mediq", "algo=grpo", f"actor_rollout_ref.model.path={tiny_model_dir}", f"trainer.nnodes={nnodes}",
                                            f"data.train_batch_size={batch}", f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}", "arew_user_service.mode=ray"])  # fmt: skip
     validate_arew_setup(cfg)
@@ -248,7 +249,7 @@ def test_multi_node_user_task_layouts_pass_the_start_up_checks(nnodes, batch, mi
 
 
 def test_start_up_names_the_batch_key_that_does_not_split(tiny_model_dir):
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = compose("recipe", overrides=["task=mediq", "algo=ppo", f"actor_rollout_ref.model.path={tiny_model_dir}", "trainer.nnodes=4"])
     with pytest.raises(ValueError, match=r"actor_rollout_ref.actor.ppo_mini_batch_size: 126 .* 28 training GPUs; use a multiple of 28 \(e.g. 112\)"):
         validate_arew_setup(cfg)

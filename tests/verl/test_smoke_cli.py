@@ -3,7 +3,7 @@
 import pytest
 
 from arew.cli import build_parser
-from arew.smoke import read_metrics
+from arew.verl_plugin.smoke import read_metrics
 
 
 @pytest.mark.e2e  # verl's main_ppo starts and stops at its config (about 10 s)
@@ -35,7 +35,7 @@ def test_metrics_file_splits_training_steps_from_validation(tmp_path):
 
 
 def test_a_hung_run_is_killed_at_the_timeout(tmp_path, monkeypatch):
-    from arew import smoke
+    from arew.verl_plugin import smoke
 
     monkeypatch.setattr(smoke, "command", lambda *args: ["sleep", "60"])
     result = smoke.run(out=tmp_path, timeout=1, model=tmp_path)

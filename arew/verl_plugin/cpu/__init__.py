@@ -1,7 +1,7 @@
 """The CPU backend: verl's real trainer on a machine without an accelerator.
 
 Selected with ``VERL_PLATFORM=cpu`` in the environment of the driver (Ray's workers inherit
-it) plus the ``backend=cpu`` config group (``configs/backend/cpu.yaml``: the ``hf`` rollout,
+it) plus the ``backend=cpu`` config group (``arew/configs/backend/cpu.yaml``: the ``hf`` rollout,
 FSDP2, SDPA attention, gloo, logical Ray GPUs). ``arew smoke`` does both. The platform is
 registered in every process that imports verl, from the plugin's entry point, before any
 verl engine module reads the device; the rest (:mod:`verl_patches`, the ``hf`` rollout, the

@@ -49,7 +49,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
-from arew.hf_generation import Interrupt, generate_rows, generation_config
+from arew.engines.hf_generation import Interrupt, generate_rows, generation_config
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import verl
 
-from arew.source_guard import require_source
+from arew.engines.source_guard import require_source
 
 # sha256 (first 16 hex digits) of the verl 0.9.1 source of each function a patch depends on
 FINGERPRINTS = {

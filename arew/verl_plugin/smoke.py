@@ -1,6 +1,6 @@
 """``arew smoke``: verl's real ``main_ppo`` for a few steps on a tiny local model, on the CPU backend.
 
-It runs the recipe a GPU user runs (``configs/recipe.yaml`` with the task, algorithm and
+It runs the recipe a GPU user runs (``arew/configs/recipe.yaml`` with the task, algorithm and
 variant groups) plus ``+backend=cpu`` and :data:`SMOKE_OVERRIDES`, in a subprocess with
 ``VERL_PLATFORM=cpu``, then reads verl's ``file`` logger and prints a summary. It exits non-zero
 when the run fails or logs fewer training steps than asked for.
@@ -19,12 +19,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+from arew.configs import CONFIG_DIR, CONFIG_PATH, task_config_dirs
+
 # tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
 PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
 ALGOS = tuple(sorted(path.stem for path in (CONFIG_DIR / "algo").glob("*.yaml")))  # the recipes' algorithms
-# rollout engine -> the CPU backend's config group (configs/backend/)
+# rollout engine -> the CPU backend's config group (arew/configs/backend/)
 BACKENDS = {"hf": "cpu", "vllm": "cpu_vllm"}
 # vLLM CPU sizes its KV cache from this (GiB); its own default (4) is more than a tiny run needs
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -95,7 +96,7 @@ class SmokeRun:
 def tiny_model(folder: Path, prompt_text: tuple[str, ...] = (), vocab_size: int = 600) -> Path:
     """The offline tiny Qwen2 and its tokenizer as a Hugging Face folder (built once); the
     tokenizer's corpus adds ``prompt_text``."""
-    from arew.tiny_models import build_chat_tokenizer, build_tiny_model
+    from arew.engines.tiny_models import build_chat_tokenizer, build_tiny_model
 
     if not (folder / "config.json").exists():
         tokenizer = build_chat_tokenizer(prompt_text, vocab_size=vocab_size)
@@ -145,7 +146,7 @@ def command(
 ) -> list[str]:
     return [
         sys.executable, "-m", "verl.trainer.main_ppo",
-        "--config-path", str(CONFIG_DIR), "--config-name", "recipe",
+        "--config-path", CONFIG_PATH, "--config-name", "recipe",
         *(["--config-dir", str(config_dir)] if config_dir else []),
         f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={BACKENDS[rollout]}",
         f"actor_rollout_ref.model.path={model}",
@@ -178,12 +179,13 @@ def run(
         raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(BACKENDS)}")
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    if not CONFIG_DIR.is_dir():
-        raise FileNotFoundError(f"arew smoke needs the project's configs/ folder next to the package (install with pip install -e .); not found: {CONFIG_DIR}")
     config_dir = Path(config_dir).resolve() if config_dir is not None else None
-    if not any((d / "task" / f"{task}.yaml").is_file() for d in (CONFIG_DIR, config_dir) if d):
-        searched = " or ".join(str(d) for d in (CONFIG_DIR, config_dir) if d)
-        raise FileNotFoundError(f"no Hydra config task/{task}.yaml in {searched}; a plugin task passes its folder with --config-dir")
+    searched = [CONFIG_DIR, *task_config_dirs(), *([config_dir] if config_dir else [])]
+    if not any((folder / "task" / f"{task}.yaml").is_file() for folder in searched):
+        raise FileNotFoundError(
+            f"no Hydra config task/{task}.yaml in {' or '.join(map(str, searched))}; a task package ships it in its "
+            "configs/ folder (found through its arew.tasks entry point), or pass a folder with --config-dir"
+        )
     data_dir = folder / "data"
     prepare_data(task, data_dir, source)
     model_dir = Path(model).resolve() if model else _tiny_model_for(task, folder / "model", data_dir)

