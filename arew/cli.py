@@ -50,12 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(evaluate)
     evaluate.set_defaults(func=eval_main)
 
-    from arew.verl_plugin.smoke import add_arguments as add_smoke_arguments
-    from arew.verl_plugin.smoke import main as smoke_main
-
-    smoke = commands.add_parser("smoke", help="run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)")
-    add_smoke_arguments(smoke)
-    smoke.set_defaults(func=smoke_main)
+    # its options are parsed by smoke_parser(), on the command alone: importing the plugin imports verl (seconds)
+    commands.add_parser("smoke", help=SMOKE_HELP, add_help=False).set_defaults(func=None)
 
     from arew.reporting.dashboard import add_arguments as add_dashboard_arguments
     from arew.reporting.dashboard import main as dashboard_main
@@ -73,8 +69,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SMOKE_HELP = "run verl's real trainer for 2 steps on a tiny model on the CPU (minutes)"
+
+
+def smoke_parser() -> argparse.ArgumentParser:
+    """``arew smoke``'s own options (its module is the verl plugin's, so it is imported for that command only)."""
+    from arew.verl_plugin.smoke import add_arguments, main
+
+    parser = argparse.ArgumentParser(prog="arew smoke", description=SMOKE_HELP)
+    add_arguments(parser)
+    parser.set_defaults(func=main)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "smoke":
+        args = smoke_parser().parse_args(argv[argv.index("smoke") + 1 :])
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.func(args)
 
 

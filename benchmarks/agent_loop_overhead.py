@@ -23,9 +23,9 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from arew.engines.tiny_models import build_chat_tokenizer
-from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.verl_plugin.agent_loop import CritiqueAgentLoop
+from arew_preference.data import build_rows
 
 
 def scripted_turns(info: dict) -> list[str]:

@@ -2,9 +2,9 @@
 
     python benchmarks/contract_study.py [--min-support N] [--publish]
 
-The contracts (:mod:`arew.critiques.contracts`, the shipped file mined on tau2's train split) are
+The contracts (:mod:`arew_tau2.contracts`, the shipped file mined on tau2's train split) are
 checked on episodes of tau2's test split (40 tasks, none seen in mining), solo and dual control
-(the offline customer). The policies are the critique audit's (:mod:`arew.audit.tau2`): the oracle,
+(the offline customer). The policies are the critique audit's (:mod:`arew_tau2.audit`): the oracle,
 which reaches tau2's reward on every task, and each adversary; and perturbed oracles, to get
 failures and successes that differ from the oracle by one change:
 
@@ -43,10 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arew.audit import tau2 as oracles
 from arew.audit.runner import TaskAudit, play_policy
 from arew.critiques.base import Decision, EpisodeContext
-from arew.critiques.contracts import (
+from arew.envs.registry import make_env
+from arew.markdown_blocks import replace_block
+from arew_tau2 import DUAL, SOLO
+from arew_tau2 import audit as oracles
+from arew_tau2.contracts import (
     KINDS,
     SETTINGS,
     ContractConfig,
@@ -56,10 +59,7 @@ from arew.critiques.contracts import (
     tool_call,
     trajectory_of,
 )
-from arew.envs.registry import make_env
-from arew.envs.tau2 import DUAL, SOLO
-from arew.envs.tau2.tasks import build_splits
-from arew.markdown_blocks import replace_block
+from arew_tau2.tasks import build_splits
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 MARKER = "bench:contract-study"

@@ -27,10 +27,10 @@ from pathlib import Path
 from agent_loop_overhead import loop_setup, run_loop, scripted_turns
 from aiohttp import web
 
-from arew.envs.preference.data import build_rows
 from arew.eval.endpoint import EndpointModel
 from arew.eval.model import Completion
 from arew.eval.runner import EvalConfig, evaluate
+from arew_preference.data import build_rows
 
 
 class ScriptBook:

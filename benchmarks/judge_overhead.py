@@ -4,7 +4,7 @@
         [--steps 2] [--endpoint URL --model NAME] [--mediq FILE.jsonl] [--publish]
 
 A step is ``prompts`` rows of the task's train split, built by the task's own data preparation
-(:func:`arew.envs.preference.data.build_rows`; :func:`arew.envs.mediq.data.build_rows` on the synthetic
+(:func:`arew_preference.data.build_rows`; :func:`arew_mediq.data.build_rows` on the synthetic
 cases of ``user_parse_rates.py``, or on ``--mediq FILE``), each played ``rollouts`` times, every episode
 at once, through the episode driver (:func:`arew.episodes.play`) on the real environment (MediQ with its
 offline patient); each step takes the next rows, as training does (a task with fewer rows than the steps
@@ -57,12 +57,12 @@ from vllm_cpu_server import model_endpoint
 
 from arew.critiques import judge
 from arew.critiques.settings import CritiquePlan, CritiqueSettings
-from arew.envs.mediq import data as mediq_data
-from arew.envs.preference import data as preference_data
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, episode_name, episode_seed, play
 from arew.markdown_blocks import replace_block
 from arew.schema import parse_section
+from arew_mediq import data as mediq_data
+from arew_preference import data as preference_data
 
 TASKS = ("pe-g-s2", "mediq")
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"

@@ -5,7 +5,7 @@
 The offline patient (:func:`arew.envs.users.offline.select_facts`) decides which facts answer a
 question; a fact revealed for a question it does not answer turns an uninformative question
 into AS +1. This script builds a labelled question set from each usable case of the file
-(:func:`arew.envs.mediq.data.normalize_case`; the candidate facts are those not known from the
+(:func:`arew_mediq.data.normalize_case`; the candidate facts are those not known from the
 opening) and scores the patient's reveals (at most ``max_facts`` = 2 per question, as in the
 environment) against the labels.
 
@@ -58,9 +58,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from arew.envs.lexical import STOPWORDS
-from arew.envs.mediq.data import normalize_case, read_source
 from arew.envs.users.base import FactRequest
 from arew.envs.users.offline import FACT_THRESHOLD, select_facts
+from arew_mediq.data import normalize_case, read_source
 
 MAX_FACTS = 2
 _WORD = re.compile(r"[a-z]+")

@@ -6,7 +6,7 @@
 Runs the README's test command (:data:`WHOLE`) once with a JUnit report, then the fast tier's command
 (:data:`FAST`). Each test's tier is the first of the markers vllm, e2e, ray, browser that it carries, else fast;
 each run of verl's ``main_ppo`` through ``arew.verl_plugin.smoke.run`` records its start-up and shutdown seconds on the test
-whose set-up or call started it (tests/conftest.py writes both into the report as properties). Prints the wall
+whose set-up or call started it (conftest.py writes both into the report as properties). Prints the wall
 time of both commands, the seconds of each tier's tests within the whole run (set-up and tear-down included, as
 pytest counts them; with two workers they add up to about twice the wall time) and the slowest tests with the
 share of their time that was ``main_ppo`` start-up. ``--report`` reads an existing JUnit report instead of
@@ -35,11 +35,11 @@ TIERS_PAGE = ROOT / "docs" / "getting-started.md"
 SLOWEST_PAGE = ROOT / "docs" / "contributing.md"
 TIERS_MARKER = "bench:suite-tiers"
 SLOWEST_MARKER = "bench:suite-slowest"
-WHOLE = ["-m", "pytest", "-q", "tests", "-n", "2"]
-FAST = ["-m", "pytest", "-q", "tests", "-m", "not (e2e or ray or vllm or browser or lab)", "-n", "2", "--dist", "load"]
+WHOLE = ["-m", "pytest", "-q", "tests", "envs", "-n", "2"]
+FAST = ["-m", "pytest", "-q", "tests", "envs", "-m", "not (e2e or ray or vllm or browser or lab)", "-n", "2", "--dist", "load"]
 TIERS = ("fast", "e2e", "ray", "vllm", "browser", "lab")
 BUDGET_SECONDS = {"whole": 1800.0, "fast": 180.0}
-START_UP_PROPERTY = "main_ppo_start_up_s"  # tests/conftest.py
+START_UP_PROPERTY = "main_ppo_start_up_s"  # conftest.py
 
 
 @dataclass

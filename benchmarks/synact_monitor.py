@@ -25,7 +25,7 @@ from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-import arew.verl_plugin.register  # noqa: F401
+import arew.verl_plugin  # noqa: F401
 from arew.core import collect_segments, make_record
 from arew.core.synact import collect_decision_keys, group_ids, synact
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch

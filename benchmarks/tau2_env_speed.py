@@ -25,8 +25,8 @@ import statistics
 import time
 
 from arew.envs.registry import make_env
-from arew.envs.tau2.runtime import runtime
-from arew.envs.tau2.tasks import build_splits
+from arew_tau2.runtime import runtime
+from arew_tau2.tasks import build_splits
 
 
 def request_for(name: str, arguments: dict) -> str:

@@ -7,19 +7,19 @@ and how often the offline users do or reveal the same as the LLM ones on the sam
 Three clients, each through its own code path, not a copy of it:
 
 - **mediq**: the patient, :meth:`arew.envs.users.llm.LLMUser.reply` on a ``FactRequest`` built as
-  :class:`arew.envs.mediq.env.MediQEnv` builds it (the facts not known from the opening, at most 2
+  :class:`arew_mediq.env.MediQEnv` builds it (the facts not known from the opening, at most 2
   per answer). Cases: a few written for this benchmark in the MediQ file format, run through
-  :func:`arew.envs.mediq.data.normalize_case`; or the cases of ``--mediq FILE`` (the public jsonl).
+  :func:`arew_mediq.data.normalize_case`; or the cases of ``--mediq FILE`` (the public jsonl).
   Questions: per case, those of ``benchmarks/mediq_patient_matching.py`` (targeted ones, in a
   fact's own words, and history-taking ones, which often have no answer), taken in turn.
 - **flodial**: the troubleshooting user, ``LLMUser.reply`` on a ``RowRequest`` built as
-  :class:`arew.envs.flodial.env.FloDialEnv` builds it (the gold fault's table of yes/no checks and
+  :class:`arew_flodial.env.FloDialEnv` builds it (the gold fault's table of yes/no checks and
   the problem). Flowcharts: two written for this benchmark in the FloDial file format (each
-  check with a reworded question), parsed by :func:`arew.envs.flodial.flowchart.parse_flowchart`;
+  check with a reworded question), parsed by :func:`arew_flodial.flowchart.parse_flowchart`;
   or those of ``--flodial FOLDER`` (``knowledge-sources``; asked verbatim there). Questions
   alternate between a check of the table (one row is meant) and a check of the chart that is
   not on the table (NONE is meant).
-- **tau2**: tau2-dual's LLM customer (:class:`arew.envs.tau2.customer.LLMCustomer`) in real
+- **tau2**: tau2-dual's LLM customer (:class:`arew_tau2.customer.LLMCustomer`) in real
   episodes (``make_env`` on tau2's test split, ``customer="llm"``): the scripted agent turns of
   ``benchmarks/tau2_env_speed.py`` (greeting, the agent's own tool calls, a plain request for
   the first expected phone action, a check request) with an identity and a yes/no question
@@ -75,11 +75,11 @@ from mediq_patient_matching import history_questions, targeted_questions
 from tau2_env_speed import agent_turns
 from vllm_cpu_server import model_endpoint
 
-from arew.envs.flodial.data import gold_faults
-from arew.envs.flodial.flowchart import load_flowcharts, parse_flowchart
-from arew.envs.mediq.data import normalize_case, read_source
 from arew.envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest
 from arew.markdown_blocks import replace_block
+from arew_flodial.data import gold_faults
+from arew_flodial.flowchart import load_flowcharts, parse_flowchart
+from arew_mediq.data import normalize_case, read_source
 
 MAX_FACTS = 2
 TOOL_CALLING = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")  # for the customer
@@ -264,7 +264,7 @@ def tau2_scripts(n: int) -> list[tuple[dict, list[str]]]:
     """(row, agent turns) per episode of tau2's test split until the customer messages add up to ``n``."""
     from tau2.data_model.tasks import Task
 
-    from arew.envs.tau2.tasks import build_splits
+    from arew_tau2.tasks import build_splits
 
     out, messages = [], 0
     for info in build_splits("tau2-dual")["test"]:

@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 FACTS = ROOT / "launch" / "gpu_pins.toml"
+TASK_PYPROJECTS = sorted(ROOT.glob("envs/*/pyproject.toml"))
 INSTALL_SCRIPT = ROOT / "launch" / "install_gpu.sh"
 _EXTRA_MARKER = re.compile(r"\bextra\s*==")
 
@@ -93,9 +94,11 @@ def recorded_requires(vllm_requires_dist: list[str], names: set[str]) -> list[st
 
 
 def named_packages(pyproject: dict, verl_requires_dist: list[str]) -> set[str]:
-    """The project's dependencies, the gpu extra and verl's fsdp extra, by name."""
+    """The project's dependencies, the gpu extra, the task packages' dependencies (the GPU install installs them
+    too) and verl's fsdp extra, by name."""
     fsdp = extra_requirements("verl", verl_requires_dist, ["fsdp"])
-    return {canonicalize_name(req.name) for req in [*core(pyproject).values(), *extra(pyproject, "gpu"), *fsdp]}
+    tasks = [requirement for path in TASK_PYPROJECTS for requirement in core(load_toml(path)).values()]
+    return {canonicalize_name(req.name) for req in [*core(pyproject).values(), *extra(pyproject, "gpu"), *tasks, *fsdp]} - {"arew"}
 
 
 def is_cuda_build(torch_requires_dist: list[str]) -> bool:

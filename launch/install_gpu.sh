@@ -24,10 +24,10 @@ if not torch.version.cuda:
     sys.exit(f"torch {torch.__version__} is a CPU build: this pip configuration takes torch from a CPU index or "
              "find-links folder; the GPU install needs the index's CUDA build")
 EOF
-python -m pip install --quiet -e ".[gpu,test]"
+python -m pip install --quiet -e ".[gpu,test]" -e envs/preference -e envs/mediq -e envs/flodial -e envs/tau2 -e envs/number_search
 if [ "${AREW_SKIP_FLASH_ATTN:-}" = 1 ]; then
   echo "flash-attn skipped (AREW_SKIP_FLASH_ATTN=1)"
-  check="vllm, verl, arew.verl_plugin.register"
+  check="vllm, verl, arew.verl_plugin"
 else
   # The index has flash-attn as a source distribution only. Its setup.py first fetches a prebuilt wheel from
   # flash-attn's GitHub release when one matches this torch, CUDA and Python; otherwise it compiles from source,
@@ -36,7 +36,7 @@ else
   # isolation the build uses this environment, so its build requirements go in first.
   python -m pip install --quiet packaging psutil ninja wheel
   python -m pip install --no-build-isolation flash-attn==2.8.3.post2
-  check="vllm, verl, arew.verl_plugin.register, flash_attn"
+  check="vllm, verl, arew.verl_plugin, flash_attn"
 fi
 # tau2-bench's telecom data and evaluator; its declared dependencies (litellm, gymnasium, web servers) are
 # not used, and what is used is in the project's own dependencies

@@ -6,7 +6,7 @@
 # (default arew-<time>-<pid>). The job's runtime environment:
 #   working_dir  this project folder, without .git, .venv, data/, runs/, outputs/ (Ray also honours .gitignore);
 #                every worker runs in (and imports arew from) its own copy of it
-#   env_vars     VERL_USE_EXTERNAL_MODULES=arew.verl_plugin.register (registers the plugin in every verl process,
+#   env_vars     VERL_USE_EXTERNAL_MODULES=arew.verl_plugin (registers the plugin in every verl process,
 #                also where the project is not pip-installed), AREW_USER_SERVICE (default ray: the user's
 #                server is started inside the cluster, see arew/serving), every AREW_* variable set here,
 #                and the variables named in AREW_JOB_ENV (e.g. "WANDB_API_KEY HF_TOKEN"; they show in the dashboard)
@@ -37,7 +37,7 @@ env = {key: value for key, value in os.environ.items() if key.startswith("AREW_"
 for key in os.environ.get("AREW_JOB_ENV", "").split():
     if key in os.environ:
         env[key] = os.environ[key]
-env.setdefault("VERL_USE_EXTERNAL_MODULES", "arew.verl_plugin.register")
+env.setdefault("VERL_USE_EXTERNAL_MODULES", "arew.verl_plugin")
 excludes = [".git", ".venv", "/data/", "/runs/", "/outputs/", "__pycache__", "*.egg-info", ".pytest_cache", ".hypothesis"]
 print(json.dumps({"working_dir": sys.argv[1], "excludes": excludes, "env_vars": env}))
 EOF

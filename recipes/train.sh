@@ -25,7 +25,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 data_dir=${AREW_DATA_DIR:-data}
 source_args=()
 case $task in
-  mediq) source_args=(--source "${AREW_MEDIQ_SOURCE:-$(python -c 'from arew.envs.mediq.data import OFFICIAL_URL; print(OFFICIAL_URL)')}") ;;
+  mediq) source_args=(--source "${AREW_MEDIQ_SOURCE:-$(python -c 'from arew_mediq.data import OFFICIAL_URL; print(OFFICIAL_URL)')}") ;;
   flodial-*) source_args=(--source "${AREW_FLODIAL_SOURCE:?set AREW_FLODIAL_SOURCE to the FloDial folder}") ;;
 esac
 if [ ! -f "$data_dir/$task/train.parquet" ]; then

@@ -53,7 +53,7 @@ class FakeChatServer:
     """An OpenAI-style chat-completions endpoint whose every answer the test decides: ``script(n, body)``
     answers the n-th request (0-based, ``body`` its JSON) with a str (the assistant's reply text, finish_reason
     "stop"), a dict or list (the JSON body as it is), an int (an HTTP error status), bytes (a raw body sent as
-    application/json), or ``delay(seconds, answer)``. Serve it with the ``serve`` fixture (tests/conftest.py).
+    application/json), or ``delay(seconds, answer)``. Serve it with the ``serve`` fixture (conftest.py).
 
     What the clients sent is kept for the assertions: ``bodies`` (copies, so that a client reusing its message
     list cannot rewrite history), ``headers``, and ``max_in_flight`` against the concurrency limits."""

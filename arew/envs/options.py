@@ -6,7 +6,7 @@ one of its constructor's keyword argument, so it is written once. Tasks with a s
 take the user options of :mod:`arew.envs.users`. A component configured by a declared config
 section (the LLM user's and customer's clients) takes that section's fields as flat options
 ``prefix + field`` through :class:`PrefixedOptions`. ``docs/reference/configuration.md`` lists
-every task's options, generated from these declarations (:mod:`arew.verl_plugin.config_reference`).
+every task's options, generated from these declarations (:mod:`docgen.config_reference`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and points an entry point of the ``arew.tasks`` group at it in its ``pyproject.t
     [project.entry-points."arew.tasks"]
     my_tasks = "my_package.tasks:TASK_SPECS"
 
-The built-in tasks register the same way (AReW's own ``pyproject.toml``). Everything that takes a
+The built-in tasks are packages of their own under ``envs/`` and register the same way. Everything that takes a
 task name reads this one registry: ``arew prepare``, ``arew eval``, ``arew smoke``, the agent loop
 and the trainer's start-up checks. Specs name their code as ``"package.module:attribute"`` strings,
 imported when a task is used, so listing the tasks never pays for a task's heavy dependencies (tau2's
@@ -42,6 +42,12 @@ class TaskSpec:
     (:func:`arew.envs.rows.write_splits`) and returns their paths. ``source`` says whether the task is
     built from raw data the user gives (``--source``): "none" (synthetic), "optional" or "required";
     ``source_help`` says what that data is.
+
+    Two optional targets: ``generate(task, sizes, seed)`` returns the ``extra_info`` rows of each split in
+    memory (``sizes`` maps a split name to its row count; a synthetic task's rows, for the CPU lab, which trains
+    without writing files); ``audit`` names the package's critique audits, a sequence of
+    :class:`arew.audit.runner.TaskAudit` (``arew.audit.audits`` collects them, ``benchmarks/critique_exploits.py``
+    plays them).
     """
 
     name: str
@@ -50,12 +56,15 @@ class TaskSpec:
     description: str
     source: str = "none"
     source_help: str = ""
+    generate: str = ""
+    audit: str = ""
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
             raise TaskRegistryError(f"task name {self.name!r}: use lower-case letters, digits, '-', '_' or '.'")
-        for field_name in ("env", "prepare"):
-            if not TARGET.fullmatch(getattr(self, field_name)):
+        for field_name in ("env", "prepare", "generate", "audit"):
+            target = getattr(self, field_name)
+            if (target or field_name in ("env", "prepare")) and not TARGET.fullmatch(target):
                 raise TaskRegistryError(
                     f"task {self.name!r}: {field_name}={getattr(self, field_name)!r} is not 'package.module:attribute'"
                 )
@@ -124,6 +133,23 @@ def make_env(task_name: str, extra_info: dict[str, Any], seed: int, **options: A
     if extra_info.get("task", task_name) != task_name:
         raise ValueError(f"row belongs to task {extra_info['task']!r}, not {task_name!r}")
     return task_class.from_row(extra_info, seed, **options)
+
+
+def generate_rows(task_name: str, sizes: dict[str, int], seed: int) -> dict[str, list[dict[str, Any]]]:
+    """Each split's ``extra_info`` rows, generated in memory by the task's ``generate`` (synthetic tasks only)."""
+    spec = task_spec(task_name)
+    if not spec.generate:
+        raise TaskRegistryError(f"task {task_name!r} generates no rows in memory (its spec has no generate); prepare its files instead")
+    return _load(spec, "generate")(task_name, sizes, seed)
+
+
+def load_audits() -> list[Any]:
+    """The audits every task spec names (``audit``), each package's module loaded once."""
+    loaded: dict[str, Any] = {}
+    for spec in task_specs().values():
+        if spec.audit and spec.audit not in loaded:
+            loaded[spec.audit] = _load(spec, "audit")
+    return [audit for audits in loaded.values() for audit in audits]
 
 
 def prepare_task(

@@ -35,12 +35,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import verl
 
 from arew.lab import export
 from arew.lab.config import LabConfig, Variant, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
 from arew.reporting.report import moving_average
+from arew.verl_plugin.algorithms import VERL_VERSION
 
 TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
 CURVE_METRICS = {
@@ -347,7 +347,7 @@ def write_outputs(
         **(meta or {}),
         "config": config.to_dict(),
         "wall_seconds": wall_seconds,
-        "versions": {"python": platform.python_version(), "torch": torch.__version__, "verl": verl.__version__},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "verl": VERL_VERSION},
     }
     paths["config"].write_text(json.dumps(meta, indent=1))
     paths["report"] = export.write_report(out, results)

@@ -25,12 +25,12 @@ import torch
 from arew.core import Segments, collect_segments, make_record
 from arew.core.records import CHANNELS
 from arew.core.synact import DecisionKeys
-from arew.envs.preference import ANSWER_WORDS
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeLog, decision_keys
 from arew.lab.agent import Critic, History, LabPolicy, QuerySpace, sample
 
-ANSWER_SIGNS = {word: sign for sign, word in ANSWER_WORDS.items()}
+# the simulated user's three answers in preference estimation, as the lab's agent reads them
+ANSWER_SIGNS = {"Yes": 1, "No": -1, "Equal": 0}
 DIAGNOSTICS = ("i_as_nats", "oracle_reward", "c_bt", "final_equals_first_guess", "n_informative")
 """Scalars of ``env.proxies()`` (the Bayesian replay included) averaged in diagnosed rollouts (``diagnostics``)."""
 

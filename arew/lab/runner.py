@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from arew.envs.preference.generator import VARIANTS
+from arew.envs.registry import task_names
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 from arew.lab.reproducibility import PINNED_ENVIRONMENT
 
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=None, help="number of seeds 0..n-1 (default 3; 1 with --quick)")
     parser.add_argument("--steps", type=int, default=None, help=f"training steps per run (default {LabConfig.steps})")
     parser.add_argument(
-        "--task", default=LabConfig.task, choices=sorted(VARIANTS), help=f"PE variant (default {LabConfig.task})"
+        "--task", default=LabConfig.task, help=f"a preference-estimation task, pe-g-s2, pe-g-s3, pe-f-d6 or pe-f-d8 (default {LabConfig.task})"
     )
     parser.add_argument(
         "--variants",
@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace) -> LabConfig:
     """LabConfig from the command line: defaults, then ``--quick``, then explicit options."""
     overrides: dict = dict(QUICK) if args.quick else {}
+    if not args.task.startswith("pe-") or args.task not in task_names():
+        pe_tasks = ", ".join(name for name in task_names() if name.startswith("pe-")) or "none: pip install -e envs/preference"
+        raise SystemExit(f"--task: the lab's agent plays preference estimation; {args.task!r} is not one of the installed PE tasks ({pe_tasks})")
     overrides["task"] = args.task
     if args.seeds is not None:
         if args.seeds < 1:

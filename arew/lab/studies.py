@@ -145,7 +145,7 @@ def _as_bt(base: str, alpha: float, suffix: str = "") -> str:
 
 CRITIQUE_ACCURACY = Study(
     "critique-accuracy",
-    "Issue 13: the live accuracy estimate (arew/<ch>/accuracy) under sign-flip noise alpha, whose true effect is known; "
+    "The live accuracy estimate (arew/<ch>/accuracy) under sign-flip noise alpha, whose true effect is known; "
     "PPO scores against each decision's GAE increment (direction auto) and, for comparison, its mean GAE advantage",
     (
         *(arm(_as_bt(base, alpha)) for base in ("ppo", "grpo") for alpha in FLIPS),
@@ -156,7 +156,7 @@ CRITIQUE_ACCURACY = Study(
 
 ADAPTIVE = Study(
     "adaptive",
-    "Issue 13: adaptive lambda (strength scaled by the smoothed accuracy after a 20-step warm-up) against fixed lambda "
+    "Adaptive lambda (strength scaled by the smoothed accuracy after a 20-step warm-up) against fixed lambda "
     "at alpha = 0, 0.3, 0.5, and without the warm-up",
     (
         arm("ppo-vanilla"),
@@ -170,7 +170,7 @@ ADAPTIVE = Study(
 
 SYNACT = Study(
     "synact",
-    "Issue 13: SynAct's mutual-information critiques from GRPO's repeated rollouts, with the rule critiques off and on",
+    "SynAct's mutual-information critiques from GRPO's repeated rollouts, with the rule critiques off and on",
     (arm("grpo-vanilla"), arm("grpo-synact"), arm("grpo-as+bt"), arm("grpo-as+bt-synact")),
     table_columns=("as_outcome_constant_share_train", "bt_outcome_constant_share_train"),
 )
@@ -199,7 +199,7 @@ JUDGE_ACCURACY = Study(
 
 
 def _baselines(name: str, task: str) -> Study:
-    """Issue 27's comparison on one task: each credit-assignment baseline alone and under AReW."""
+    """The credit-assignment comparison on one task: each credit-assignment baseline alone and under AReW."""
     similar = {"credit": {"gigpo_match": "similar"}}
     return Study(
         name,

@@ -18,21 +18,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
-from verl.trainer.ppo import core_algos
-from verl.workers.config.actor import ActorConfig
 
 from arew.core import AReWConfig, CritiqueInjection, QualityTracker, reweight, shape_rewards
 from arew.core.credit import gigpo_advantages, turn_grpo_advantages
 from arew.core.records import CHANNELS
 from arew.core.synact import apply_synact, synact
 from arew.critiques.simulated import simulated_judge_labels
-from arew.envs.preference.generator import VARIANTS, generate_splits
+from arew.envs.registry import generate_rows
 from arew.lab import export
 from arew.lab.agent import BT_FEATURES, Critic, LabPolicy, QuerySpace
 from arew.lab.config import ESTIMATORS, GROUP_BASES, JUDGED_METHODS, LabConfig, Variant
 from arew.lab.reproducibility import arithmetic
 from arew.lab.rollout import Rollout, rollout
 from arew.metrics.selflock import selflock_metrics
+from arew.verl_plugin.algorithms import ActorConfig, core_algos
 
 LOG_COLUMNS = (
     "step",
@@ -256,18 +255,18 @@ def train_run(
 def _train(config: LabConfig, variant: Variant, seed: int, progress: Callable[[int], None] | None) -> RunResult:
     started = time.perf_counter()
     torch.manual_seed(seed)
-    spec = VARIANTS[config.task]
-    splits = generate_splits(spec, {"train": config.train_tasks, "test": config.test_tasks}, seed)
+    splits = generate_rows(config.task, {"train": config.train_tasks, "test": config.test_tasks}, seed)
     train_rows, test_rows = splits["train"], splits["test"]
+    n_attrs = len(train_rows[0]["w_star"])
     space = QuerySpace(
         n_items=len(train_rows[0]["items"]),
-        n_attrs=spec.n_attrs,
-        subset_size=spec.subset_size,
-        max_turns=spec.max_turns,
+        n_attrs=n_attrs,
+        subset_size=int(train_rows[0]["subset_size"]),
+        max_turns=int(train_rows[0]["max_turns"]),
         belief_units=round(1.0 / config.belief_step),
     )
     policy = LabPolicy(config.hidden, config.step_bins, config.bt_init_probs, config.salience_init)
-    critic = Critic(spec.n_attrs, config.hidden) if variant.base not in GROUP_BASES else None
+    critic = Critic(n_attrs, config.hidden) if variant.base not in GROUP_BASES else None
     actor_opt = torch.optim.Adam(policy.parameters(), lr=config.actor_lr)
     critic_opt = torch.optim.Adam(critic.parameters(), lr=config.critic_lr) if critic is not None else None
     actor_config = _actor_config(config)

@@ -5,7 +5,7 @@ A section is a frozen dataclass whose fields are declared with :func:`setting` (
 :func:`subsection`, and whose class attribute ``DOC`` is its own line of documentation.
 :func:`parse_section` builds one from an OmegaConf or plain mapping, and the same declarations
 render the commented defaults of ``arew/configs/base/arew.yaml`` and the tables of
-``docs/reference/configuration.md`` (:mod:`arew.verl_plugin.config_reference` writes both), so
+``docs/reference/configuration.md`` (:mod:`docgen.config_reference` writes both), so
 code, YAML and docs cannot drift apart. Environment options (:mod:`arew.envs.options`) are
 :class:`Setting` too. This package imports nothing else of arew: ``arew.core`` and ``arew.envs``
 both build on it.

@@ -81,6 +81,7 @@ from arew.verl_plugin.agent_loop import (
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
+from arew.verl_plugin.prompt_lengths import check_prompt_lengths, data_files
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ def validate_arew_setup(config) -> None:
         check_vllm_on_cpu(rollout)
     if rollout.get("name", None) == "hf" and not cpu_backend_selected():
         raise ValueError("actor_rollout_ref.rollout.name: the hf rollout is part of the CPU backend; set VERL_PLATFORM=cpu (or use arew smoke)")
+    check_prompt_lengths(config)
     tasks = dataset_tasks(config)
     for task in tasks:
         check_env_options(task, settings.env_options)
@@ -228,12 +230,9 @@ def gae_discount(algorithm) -> float:
 def dataset_tasks(config) -> set[str]:
     """The ``extra_info["task"]`` names of the configured train and validation files that exist now."""
     tasks: set[str] = set()
-    for key in ("train_files", "val_files"):
-        files = config.data.get(key)
-        for path in [files] if isinstance(files, str) else list(files or []):
-            if os.path.isfile(path):
-                names = pq.read_table(path, columns=["extra_info.task"]).column(0).to_pylist()  # that field only
-                tasks |= {name for name in names if name}
+    for _, path in data_files(config.data):
+        names = pq.read_table(path, columns=["extra_info.task"]).column(0).to_pylist()  # that field only
+        tasks |= {name for name in names if name}
     return tasks
 
 

@@ -1,5 +1,5 @@
-"""The critique audits of MediQ and FloDial with the offline users (arew/audit/mediq.py,
-arew/audit/flodial.py): no adversary out-earns the competent policy's critiques with a lower
+"""The critique audits of MediQ and FloDial with the offline users (envs/mediq/arew_mediq/audit.py,
+envs/flodial/arew_flodial/audit.py): no adversary out-earns the competent policy's critiques with a lower
 reward, and each adversary meets the critique its trick deserves."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import functools
 
 import pytest
 
-from arew.audit import flodial, mediq
 from arew.audit.runner import PolicyScore, TaskAudit, exploits, run_audit
+from arew_flodial import audit as flodial
+from arew_mediq import audit as mediq
 
 N_ROWS = 8
 AUDITS: dict[str, TaskAudit] = {a.name: a for a in (*mediq.AUDITS, *flodial.AUDITS)}

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from arew.envs.mediq.data import normalize_case
 from arew.envs.users import FactRequest, LLMUser, LLMUserConfig
+from arew_mediq.data import normalize_case
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 

@@ -1,4 +1,4 @@
-"""benchmarks/suite_times.py's reading of a JUnit report: each test's tier and main_ppo start-ups as tests/conftest.py
+"""benchmarks/suite_times.py's reading of a JUnit report: each test's tier and main_ppo start-ups as conftest.py
 writes them, the tier totals and the slowest tests with their start-up share."""
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from arew.critiques.base import CritiqueSource, Decision, EpisodeContext, Source
 from arew.critiques.registry import CritiqueSourceSpec, SourceRegistryError
 from arew.critiques.settings import RULES, CritiqueSettings, check_critique_settings
 from arew.critiques.simulated import SimulatedJudge, SimulatedJudgeConfig, simulated_judge_labels
-from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, play
 from arew.schema import ConfigError, parse_section
+from arew_preference.data import build_rows
 from fakes import ScriptedAgent
 
 RULE = [1, 0, -1, 0, 1]

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from arew.envs.episode import top_options
-from arew.envs.flodial import FloDialEnv
-from arew.envs.mediq import MediQEnv
 from arew.envs.parsing import PairQuery
-from arew.envs.preference import PreferenceEnv
-from arew.envs.preference.generator import VARIANTS, generate_instance, sample_preferences
-from arew.envs.preference.rules import answer_signs, bayes_replay, cosine, is_informative, masked_differences
 from arew.envs.users import OfflineUser
+from arew_flodial import FloDialEnv
+from arew_mediq import MediQEnv
+from arew_preference import PreferenceEnv
+from arew_preference.generator import VARIANTS, generate_instance, sample_preferences
+from arew_preference.rules import answer_signs, bayes_replay, cosine, is_informative, masked_differences
 
 CANDIDATES = ["Fan broken.", "Paste dried.", "Dusty vents.", "Busy processor.", "Old battery."]
 GOLD = 1

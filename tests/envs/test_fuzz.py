@@ -21,8 +21,8 @@ from arew.envs.parsing import (
     parse_vector,
     payload_kind,
 )
-from arew.envs.preference.generator import VARIANTS, generate_instance
 from arew.envs.registry import make_env
+from arew_preference.generator import VARIANTS, generate_instance
 
 FRAGMENTS = [
     "<interact>",

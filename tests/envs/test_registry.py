@@ -49,7 +49,7 @@ def record(task, out_dir, **sizes):
 def test_the_built_in_tasks_come_from_this_package_s_entry_points():
     assert set(BUILT_IN) <= set(registry.task_names())
     groups = {entry.value for entry in importlib.metadata.entry_points(group=registry.ENTRY_POINT_GROUP)}
-    assert {"arew.envs.preference:TASK_SPECS", "arew.envs.tau2:TASK_SPECS"} <= groups
+    assert {"arew_preference:TASK_SPECS", "arew_tau2:TASK_SPECS"} <= groups
     assert registry.env_class("pe-g-s2").__name__ == "PreferenceEnv"
 
 
@@ -59,7 +59,7 @@ def test_listing_the_tasks_leaves_tau2_unimported():
 
     code = (
         "import sys; from arew.envs import registry; registry.task_names(); registry.describe();"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tau2' or m.startswith('arew.envs.tau2.'));"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tau2' or m.startswith('arew_tau2.'));"
         "print(loaded); sys.exit(1 if loaded else 0)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -67,7 +67,7 @@ def test_listing_the_tasks_leaves_tau2_unimported():
 
 
 def test_a_task_registered_in_process_is_prepared_and_built(in_process, tmp_path):
-    in_process(TaskSpec("pe-copy", env="arew.envs.preference.env:PreferenceEnv", prepare=f"{__name__}:record", description="d"))
+    in_process(TaskSpec("pe-copy", env="arew_preference.env:PreferenceEnv", prepare=f"{__name__}:record", description="d"))
     assert "pe-copy" in registry.task_names() and "  pe-copy: d" in registry.describe()
     assert registry.prepare_task("pe-copy", tmp_path, 3, 2, 1, seed=7) == {"train": tmp_path / "train.parquet"}
     assert CALLS[-1] == ("pe-copy", tmp_path, {"n_train": 3, "n_val": 2, "n_test": 1, "seed": 7, "source": None})
@@ -77,14 +77,14 @@ def test_a_task_registered_in_process_is_prepared_and_built(in_process, tmp_path
 
 
 def test_names_clashing_with_an_installed_task_are_refused(in_process):
-    spec = TaskSpec("mediq", env="arew.envs.mediq.env:MediQEnv", prepare="arew.envs.mediq.data:prepare", description="d")
+    spec = TaskSpec("mediq", env="arew_mediq.env:MediQEnv", prepare="arew_mediq.data:prepare", description="d")
     with pytest.raises(TaskRegistryError, match="'mediq' is registered twice: by entry point mediq"):
         in_process(spec)
     assert "mediq" not in registry.TASKS.registered
 
 
 def test_two_packages_claiming_one_name_are_both_named(installed):
-    installed(("first", "arew.envs.mediq:TASK_SPECS"), ("second", "arew.envs.mediq:TASK_SPECS"))
+    installed(("first", "arew_mediq:TASK_SPECS"), ("second", "arew_mediq:TASK_SPECS"))
     with pytest.raises(TaskRegistryError, match="'mediq' is registered twice: by entry point first .* and by entry point second"):
         registry.task_names()
 
@@ -93,7 +93,7 @@ def test_a_broken_plugin_names_its_entry_point(installed):
     installed(("broken", "no_such_package.tasks:TASK_SPECS"))
     with pytest.raises(TaskRegistryError, match="entry point broken = 'no_such_package.tasks:TASK_SPECS'.*cannot load it"):
         registry.task_names()
-    installed(("wrong", "arew.envs.mediq:TASK"))  # a string, not a sequence of TaskSpec
+    installed(("wrong", "arew_mediq:TASK"))  # a string, not a sequence of TaskSpec
     with pytest.raises(TaskRegistryError, match="entry point wrong .*expected TaskSpec entries, got str"):
         registry.task_names()
 
@@ -118,7 +118,7 @@ def test_a_malformed_spec_fails_when_declared(fields, message):
 def test_targets_that_do_not_load_or_are_not_environments_name_the_task(in_process, tmp_path):
     in_process(
         TaskSpec("ghost", env="no_such_module:Env", prepare="no_such_module:prepare", description="d"),
-        TaskSpec("not-env", env=f"{__name__}:NOT_AN_ENV", prepare="arew.envs.preference.data:prepare", description="d"),
+        TaskSpec("not-env", env=f"{__name__}:NOT_AN_ENV", prepare="arew_preference.data:prepare", description="d"),
     )
     with pytest.raises(TaskRegistryError, match="task 'ghost': cannot import env 'no_such_module:Env'"):
         registry.make_env("ghost", {}, 0)

@@ -9,11 +9,11 @@ import time
 import pytest
 from aiohttp import web
 
-from arew.envs.flodial import FloDialEnv
-from arew.envs.mediq import MediQEnv
 from arew.envs.users import PROCESS_STATS, FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest, make_user
 from arew.envs.users.prompts import messages
 from arew.serving.ray_service import free_port
+from arew_flodial import FloDialEnv
+from arew_mediq import MediQEnv
 from fakes import completion, delay
 
 FACTS = ("Patient is a 30-year-old woman.", "She has had a fever for three days.", "She smokes one pack a day.")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from arew.envs.base import StepResult
-from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.episodes import ANSWER_NOW_NOTICE, EpisodeLog, play
+from arew_preference.data import build_rows
 
 
 class ScriptedTranscript:

@@ -1,4 +1,5 @@
-"""What `pip install` puts on a user's path: the `arew` package and its Hydra plugin (no top-level `envs` to collide with theirs)."""
+"""What `pip install` puts on a user's path: the `arew` package and its Hydra plugin (no top-level `envs` to collide
+with theirs), and each task family as a distribution of its own."""
 
 import importlib.metadata
 
@@ -12,12 +13,18 @@ def test_the_distribution_installs_the_package_and_a_portion_of_hydra_s_plugin_n
     assert getattr(hydra_plugins, "__file__", None) is None
 
 
-def test_the_built_in_tasks_are_registered_through_the_distribution_s_entry_points():
-    entry_points = importlib.metadata.distribution("arew").entry_points
-    tasks = {entry.name: entry.value for entry in entry_points if entry.group == "arew.tasks"}
-    assert tasks == {
-        "preference": "arew.envs.preference:TASK_SPECS",
-        "mediq": "arew.envs.mediq:TASK_SPECS",
-        "flodial": "arew.envs.flodial:TASK_SPECS",
-        "tau2": "arew.envs.tau2:TASK_SPECS",
+def test_each_task_package_is_its_own_distribution_registered_through_the_entry_point_and_arew_declares_none():
+    tasks = {
+        (entry.dist.name, entry.name, entry.value)
+        for entry in importlib.metadata.entry_points(group="arew.tasks")
     }
+    assert tasks == {
+        ("arew-preference", "preference", "arew_preference:TASK_SPECS"),
+        ("arew-mediq", "mediq", "arew_mediq:TASK_SPECS"),
+        ("arew-flodial", "flodial", "arew_flodial:TASK_SPECS"),
+        ("arew-tau2", "tau2", "arew_tau2:TASK_SPECS"),
+        ("arew-example-number-search", "number_search", "arew_number_search:TASK_SPECS"),
+    }
+    # the core's own dependencies carry none of tau2's (they are arew-tau2's)
+    core = {requirement.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for requirement in importlib.metadata.requires("arew") if "extra ==" not in requirement}
+    assert not core & {"loguru", "deepdiff", "docstring-parser", "python-dotenv", "addict", "toml"}

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from arew.envs import parsing
-from arew.envs.preference.generator import VARIANTS, generate_splits
-from arew.envs.preference.rules import is_informative, masked_differences
 from arew.lab.agent import AS_FEATURES, BT_FEATURES, History, LabPolicy, QuerySpace, sample
 from arew.lab.config import LabConfig
+from arew_preference.generator import VARIANTS, generate_splits
+from arew_preference.rules import is_informative, masked_differences
 
 
 def space_for(task: str) -> QuerySpace:

@@ -8,11 +8,11 @@ import torch
 
 from arew.core.records import CHANNEL_INDEX
 from arew.envs import parsing
-from arew.envs.preference.generator import VARIANTS, generate_splits
 from arew.envs.registry import make_env
 from arew.lab.agent import Critic, LabPolicy, QuerySpace
 from arew.lab.config import LabConfig
 from arew.lab.rollout import rollout
+from arew_preference.generator import VARIANTS, generate_splits
 
 
 def play(task: str, n: int = 4, seed: int = 0, critic: bool = True, diagnose: bool = False):

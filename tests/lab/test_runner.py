@@ -2,6 +2,7 @@
 
 import csv
 import json
+import subprocess
 
 import matplotlib.image as mpimg
 import pytest
@@ -24,10 +25,28 @@ def run_cli(*argv):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def quick_console(tmp_path_factory):
+    """``arew lab --quick`` as a user runs it, in a process of its own: (its output folder, its console)."""
     out = tmp_path_factory.mktemp("lab")
-    run_cli("--quick", "--out", str(out), "--variants", VARIANTS, "--seeds", "2", "--workers", "1")
-    return out
+    done = subprocess.run(
+        ["arew", "lab", "--quick", "--out", str(out), "--variants", VARIANTS, "--seeds", "2", "--workers", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def quick_run(quick_console):
+    return quick_console[0]
+
+
+def test_the_console_carries_only_the_project_s_lines(quick_console):
+    # verl's import reports every engine and accelerator it lacks, in each process that imports it (the lab's
+    # workers too); the lab imports verl's functions with those notices silenced (arew.verl_plugin.algorithms)
+    _, console = quick_console
+    assert "Warning" not in console and "WARNING" not in console and "verl" not in console, console[:3000]
+    assert "arew lab: 4 runs of" in console and "| ppo-vanilla |" in console
 
 
 def test_results_csv_has_one_complete_row_per_variant(quick_run):

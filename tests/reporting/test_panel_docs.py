@@ -7,14 +7,15 @@ import dataclasses
 import pytest
 
 from arew.markdown_blocks import BlockError, markers
-from arew.reporting import panel_docs, panels
+from arew.reporting import panels
+from docgen import panel_docs
 
 
 def test_the_dashboards_page_panel_block_is_what_the_panel_list_generates():
     text = panel_docs.PAGE.read_text()
     start, end = markers(panel_docs.BLOCK)
     assert start in text and end in text
-    assert panel_docs.render(text) == text, "docs/guides/dashboards.md's panel list is stale: run `python -m arew.reporting.panel_docs`"
+    assert panel_docs.render(text) == text, "docs/guides/dashboards.md's panel list is stale: run `python -m docgen.panel_docs`"
 
 
 def test_every_panel_and_key_has_its_line():

@@ -24,8 +24,6 @@ from arew.configs import CONFIG_DIR
 from arew.core import RECORDS_KEY, collect_segments
 from arew.core.sources import SOURCES_KEY
 from arew.core.synact import KEYS_KEY
-from arew.envs.preference.data import build_rows
-from arew.envs.preference.env import PreferenceEnv
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeLog, decision_keys
 from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
@@ -33,6 +31,8 @@ from arew.metrics.staleness import VERSIONS_KEY
 from arew.verl_plugin import agent_loop
 from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
 from arew.verl_plugin.trainer import AReWTrainer
+from arew_preference.data import build_rows
+from arew_preference.env import PreferenceEnv
 from fakes import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

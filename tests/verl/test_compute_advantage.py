@@ -9,7 +9,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-import arew.verl_plugin.register  # noqa: F401  (registration; also done by the entry point)
+import arew.verl_plugin  # noqa: F401  (registration; also done by the entry point)
 from arew.core import collect_segments, make_record, parse_config
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, register_arew_estimator
 

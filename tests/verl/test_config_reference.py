@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from arew.schema import parse_section
-from arew.verl_plugin.config_reference import (
+from docgen.config_reference import (
     COMMAND,
     MARKDOWN,
     ROOT,

@@ -1,16 +1,18 @@
 """``arew smoke``'s command line: it fails loudly when verl's run does not complete."""
 
+import subprocess
+import sys
+
 import pytest
 
-from arew.cli import build_parser
+from arew.cli import main
 from arew.verl_plugin.smoke import read_metrics
 
 
 @pytest.mark.e2e  # verl's main_ppo starts and stops at its config (about 10 s)
 def test_a_run_that_does_not_start_exits_non_zero(tmp_path, capsys):
-    args = build_parser().parse_args(["smoke", "--out", str(tmp_path), "--quiet", "no_such_section.key=1"])
     with pytest.raises(SystemExit) as stop:
-        args.func(args)
+        main(["smoke", "--out", str(tmp_path), "--quiet", "no_such_section.key=1"])
     assert stop.value.code == 1
     assert "FAILED" in capsys.readouterr().err
     assert "no_such_section" in (tmp_path / "main_ppo.log").read_text()
@@ -18,9 +20,18 @@ def test_a_run_that_does_not_start_exits_non_zero(tmp_path, capsys):
 
 
 def test_steps_must_be_positive(tmp_path):
-    args = build_parser().parse_args(["smoke", "--out", str(tmp_path), "--steps", "0"])
     with pytest.raises(SystemExit, match="--steps"):
-        args.func(args)
+        main(["smoke", "--out", str(tmp_path), "--steps", "0"])
+
+
+def test_the_command_line_imports_verl_for_the_smoke_command_only():
+    # every `arew` command builds the whole parser; the plugin (and with it verl, seconds) is smoke's alone
+    probe = "import sys; from arew.cli import build_parser; build_parser().parse_args(['lab', '--quick']); print('verl' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+    with pytest.raises(SystemExit) as stop:
+        main(["lab", "--no-such-option"])
+    assert stop.value.code == 2
 
 
 def test_metrics_file_splits_training_steps_from_validation(tmp_path):

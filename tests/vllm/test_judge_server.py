@@ -8,11 +8,11 @@ import pytest
 
 from arew.critiques.judge import JudgeConfig
 from arew.critiques.settings import CritiqueSettings
-from arew.envs.preference.data import build_rows
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, play
 from arew.schema import parse_section
 from arew.verl_plugin import smoke
+from arew_preference.data import build_rows
 from fakes import ScriptedAgent
 
 pytestmark = pytest.mark.vllm

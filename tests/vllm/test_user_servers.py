@@ -268,7 +268,7 @@ def customer_server(launch_vllm, scripted_model_dir):
 class TestToolCallingCustomer:
     async def test_vllm_parses_the_scripted_tool_call(self, customer_server):
         from arew.chat import ChatCompletionClient, ClientConfig
-        from arew.envs.tau2.runtime import runtime
+        from arew_tau2.runtime import runtime
 
         tools = [spec.schema for spec in runtime().user_tools.values()]
         client = ChatCompletionClient(ClientConfig(url=customer_server.url, model="customer", timeout=120.0, max_retries=0))
@@ -277,7 +277,7 @@ class TestToolCallingCustomer:
 
     async def test_customer_runs_the_tool_on_the_phone(self, customer_server, vllm_kit):
         from arew.envs.registry import make_env
-        from arew.envs.tau2.tasks import build_splits
+        from arew_tau2.tasks import build_splits
 
         info = build_splits("tau2-dual", n_train=1)["train"][0]
         env = make_env("tau2-dual", info, info["seed"], customer="llm", customer_url=customer_server.url, customer_model="customer",

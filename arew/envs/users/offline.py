@@ -9,7 +9,7 @@
   rows tied above the threshold give Unknown too). A question that reaches two rows asks about more than one check, and its
   answer would not say which check it answers: it gets Unknown. Without this a question
   naming every check of the table (or two of them) was answered with the best-matching row's
-  Yes/No and earned AS +1 (``arew.audit.flodial``, ``stuffing``). On the audit's tables, a
+  Yes/No and earned AS +1 (``arew_flodial.audit``, ``stuffing``). On the audit's tables, a
   question joining two to four checks of one table reaches a second row in 126 of 129 cases
   (runner-up scores 0.46-0.72), while a check asked in its own words scores at most 0.36
   against any other row of its table.

@@ -1,0 +1,8 @@
+"""The documentation's generated parts, written from the code's declarations (run from the repository root).
+
+``python -m docgen.config_reference --write``: the commented defaults of ``arew/configs/base/arew.yaml`` and
+``docs/reference/configuration.md`` (every setting and every installed task's options);
+``python -m docgen.panel_docs``: the dashboard's panel list in ``docs/guides/dashboards.md``. They live outside
+the ``arew`` package because they write the repository's files and read every installed task package; the tests
+check that the pages match what they would write.
+"""
