@@ -114,7 +114,7 @@ class AgentLoopSettings:
 
 
 @dataclass
-class _Episode(EpisodeLog):
+class _RolloutLog(EpisodeLog):
     """The driver's record of one rollout plus its token stream."""
 
     runtime_ids: list[int] = field(default_factory=list)
@@ -170,7 +170,7 @@ class CritiqueAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
         name = episode_name(extra_info, kwargs.get("session_id", 0))
-        episode = _Episode()
+        episode = _RolloutLog()
         try:
             return await within_deadline(
                 self._run_episode(episode, name, extra_info, sampling_params, kwargs),
@@ -186,7 +186,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         )
         return self._failed_output(episode, name, reason, failure, sampling_params, kwargs)
 
-    async def _run_episode(self, episode: _Episode, name: str, extra_info, sampling_params, kwargs) -> AgentLoopOutput:
+    async def _run_episode(self, episode: _RolloutLog, name: str, extra_info, sampling_params, kwargs) -> AgentLoopOutput:
         task = episode.task = extra_info.get("task")
         if task is None:
             raise ValueError(f"{AGENT_NAME}: dataset row has no extra_info['task']; regenerate the data with `arew prepare`")
@@ -235,7 +235,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             },
         )
 
-    def _transcript_field(self, episode: _Episode, kwargs) -> dict:
+    def _transcript_field(self, episode: _RolloutLog, kwargs) -> dict:
         """``{TRANSCRIPT_KEY: ...}`` for the rollout tables, or nothing when they sample no episode."""
         settings = self.rollout_settings
         if not settings.enabled:
@@ -244,7 +244,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         task = episode.task or dict(kwargs.get("extra_info") or {}).get("task")
         return {TRANSCRIPT_KEY: transcript(episode.turns(), prompt, task, kwargs.get("data_source"), settings.max_text_chars)}
 
-    def _failed_output(self, episode: _Episode, name: str, reason: str, error: BaseException, sampling_params, kwargs):
+    def _failed_output(self, episode: _RolloutLog, name: str, reason: str, error: BaseException, sampling_params, kwargs):
         """A sample that trains nothing: one end token under mask 0, no critiques, reward 0, and why it failed."""
         tokenizer = self.tokenizer
         token = next((t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None), 0)
@@ -270,7 +270,7 @@ class CritiqueAgentLoop(AgentLoopBase):
             },
         )
 
-    async def _counterfactual(self, episode: _Episode, feedback: str, sampling_params) -> str:
+    async def _counterfactual(self, episode: _RolloutLog, feedback: str, sampling_params) -> str:
         """The agent's update from the pre-feedback context with ``feedback`` instead; not part of the trajectory."""
         previous = list(episode.messages)
         merge = self.continuous_token_builder.merge_context_tokens(
@@ -278,7 +278,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         )
         return await self._side_generation(episode, merge.token_ids, sampling_params)
 
-    async def _counterfactual_action(self, episode: _Episode, belief: str, sampling_params) -> str | None:
+    async def _counterfactual_action(self, episode: _RolloutLog, belief: str, sampling_params) -> str | None:
         """The agent's next action with its latest belief message replaced by ``belief``; not part of the trajectory."""
         latest = max((i for i, m in enumerate(episode.messages) if m["role"] == "assistant"), default=None)
         if latest is None:
@@ -288,7 +288,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         prompt_ids = self.continuous_token_builder.build_initial_tokens(messages)
         return await self._side_generation(episode, prompt_ids, sampling_params)
 
-    async def _side_generation(self, episode: _Episode, prompt_ids: list[int], sampling_params) -> str:
+    async def _side_generation(self, episode: _RolloutLog, prompt_ids: list[int], sampling_params) -> str:
         params = {**sampling_params, "max_tokens": self.settings.max_tokens_per_turn, "stop": list(self.settings.stop)}
         episode.counterfactual_calls += 1
         request_id = f"{episode.request_id}-counterfactual{episode.counterfactual_calls}"
@@ -296,15 +296,15 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.note_generation(output)
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
 
-    def _remaining(self, episode: _Episode) -> int:
+    def _remaining(self, episode: _RolloutLog) -> int:
         return self.response_length - len(episode.response_mask)
 
-    def _round_fits(self, episode: _Episode) -> bool:
+    def _round_fits(self, episode: _RolloutLog) -> bool:
         """Room for this round, its feedback and, after it, a final answer."""
         cap = self.settings.max_tokens_per_turn
         return self._remaining(episode) >= 2 * cap + self.settings.feedback_reserve_tokens
 
-    async def _generate(self, episode: _Episode, sampling_params) -> str:
+    async def _generate(self, episode: _RolloutLog, sampling_params) -> str:
         metrics = episode.metrics
         params = {
             **sampling_params,
@@ -337,7 +337,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.messages.append({"role": "assistant", "content": text})
         return text
 
-    def _add_feedback(self, episode: _Episode, feedback: str) -> bool:
+    def _add_feedback(self, episode: _RolloutLog, feedback: str) -> bool:
         """Append the environment's message (mask 0); False, changing nothing, if no full turn would fit after it."""
         previous = list(episode.messages)
         updated = previous + [{"role": "user", "content": feedback}]
@@ -354,7 +354,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         return True
 
     @staticmethod
-    def _episode_info(episode: _Episode, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
+    def _episode_info(episode: _RolloutLog, final_step: StepResult | None, proxies: Mapping[str, Any]) -> dict[str, float]:
         """The same keys for every episode of a task (a failed one lacks only the proxies), as verl's tables need."""
         return {
             "failed": 0.0,
@@ -369,7 +369,7 @@ class _TokenTranscript:
     """The driver's :class:`~arew.episodes.Transcript` on verl's token stream and server manager."""
 
     loop: CritiqueAgentLoop
-    episode: _Episode
+    episode: _RolloutLog
     sampling_params: dict[str, Any]
 
     def round_fits(self) -> bool:

@@ -10,7 +10,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from arew.envs.episode import top_options
+from arew.envs.beliefs import top_options
 from arew.envs.parsing import PairQuery
 from arew.envs.users import OfflineUser
 from arew_flodial import FloDialEnv

@@ -233,7 +233,7 @@ class _FloDialPolicy:
                 return f"<scratch>done</scratch><answer>{vector_text(self.final(view, env))}</answer>"
             return f"<scratch>ask</scratch><interact>{question}</interact>"
         if view.round == "update":
-            if env._informative:
+            if env.informative:
                 self.w = np.round(self.belief(view, env), 3)
             tag = "answer" if self.answer_last_update and self.question(view, env) is None else "interact"
             return f"<scratch>update</scratch><{tag}>{vector_text(self.w)}</{tag}>"
@@ -304,7 +304,7 @@ class AnswerEarly(_FloDialPolicy):
         if view.round == "update":
             env: FloDialEnv = view.env  # type: ignore[assignment]
             assert self.oracle is not None
-            return f"<answer>{vector_text(self.oracle.posterior() if env._informative else self.w)}</answer>"
+            return f"<answer>{vector_text(self.oracle.posterior() if env.informative else self.w)}</answer>"
         return super().__call__(view)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from arew.envs import parsing, scoring
 from arew.envs.base import StepResult
-from arew.envs.episode import ChoiceEpisode
+from arew.envs.beliefs import ChoiceEnv
 from arew.envs.options import Option
 from arew.envs.users import RowRequest, SimulatedUser, make_user, split_user_options
 from arew_flodial import prompts
@@ -55,7 +55,7 @@ ANSWER_WORDS = ("Yes", "No")
 AS_CRITIQUE = {"Yes": 1, "No": 1, "Unknown": -1}
 
 
-class FloDialEnv(ChoiceEpisode):
+class FloDialEnv(ChoiceEnv):
     prompts = prompts
     INVALID_FINAL = "Your final answer was invalid because {}. The session is over."
     INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
@@ -118,7 +118,7 @@ class FloDialEnv(ChoiceEpisode):
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.n, self.max_turns)
 
-    def _opening(self) -> str:
+    def opening(self) -> str:
         return prompts.task_text(self.problem, self.candidates)
 
     def _update_instruction(self) -> str:
@@ -128,9 +128,9 @@ class FloDialEnv(ChoiceEpisode):
         return prompts.answer_instruction(self.n)
 
     async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
-        query = self._open_turn(text, parsing.parse_question)
+        query = self.open_turn(text, parsing.parse_question)
         if not query.ok:
-            return self._invalid_question(query.error)
+            return self.invalid_question(query.error)
         question: str = query.value
         reply = await self.user.reply(RowRequest(question, self.table_questions, self.problem))
         row = next((i for i in reply.ids if 0 <= i < len(self.table_questions)), None)
@@ -143,11 +143,11 @@ class FloDialEnv(ChoiceEpisode):
         self._n_repeats += int(repeat)
         self._counts[word] += 1
         shown = "Unknown" if self.feedback_ablation else word
-        return self._action_step(
+        return self.action_step(
             prompts.user_answer(shown),
-            AS_CRITIQUE[word],
-            int(word != "Unknown"),
-            word != "Unknown",
+            critique=AS_CRITIQUE[word],
+            as_proxy=int(word != "Unknown"),
+            news=word != "Unknown",
             question=question,
             row=None if row is None else row + 1,
             user_answer=word,
@@ -156,12 +156,12 @@ class FloDialEnv(ChoiceEpisode):
             user_error=reply.error,
         )
 
-    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
         return float(w[self.gold] - prev[self.gold])
 
-    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
-        prev = self._belief
-        if not self._informative:
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        prev = self.belief
+        if not self.informative:
             return (1 if scoring.same(w, prev) else -1), "invariance"
         rose = delta > scoring.EQUAL_TOL
         share_rose = self._share(w) > self._share(prev) + scoring.EQUAL_TOL
@@ -182,15 +182,15 @@ class FloDialEnv(ChoiceEpisode):
     def proxies(self) -> dict[str, Any]:
         rows = len(self.table_questions)
         return {
-            **self._episode_proxies(),
+            **self.episode_proxies(),
             "n_informative": float(self._counts["Yes"] + self._counts["No"]),
             "n_yes": float(self._counts["Yes"]),
             "n_no": float(self._counts["No"]),
             "n_unknown": float(self._counts["Unknown"]),
             "n_repeats": float(self._n_repeats),
             "table_coverage": float(len(self._asked_rows) / rows) if rows else 0.0,
-            "gold_score": float(self._belief[self.gold]),
-            **self._choice_proxies(),
+            "gold_score": float(self.belief[self.gold]),
+            **self.choice_proxies(),
             "gold_rise_rate": (
                 float(self._informative_rises / self._informative_updates) if self._informative_updates else 0.0
             ),

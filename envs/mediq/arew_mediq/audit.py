@@ -315,7 +315,7 @@ class _MediQPolicy:
         if view.round == "counterfactual_update":
             return f"<interact>{vector_text(self.react(view, env, informative=False, commit=False))}</interact>"
         if view.round == "update":
-            self.w = np.round(self.react(view, env, env._informative, commit=True), 3)
+            self.w = np.round(self.react(view, env, env.informative, commit=True), 3)
             return f"<scratch>update</scratch><interact>{vector_text(self.w)}</interact>"
         return f"<answer>{vector_text(self.w)}</answer>"
 
@@ -463,7 +463,7 @@ class RandomMoveSilent(RandomMove):
 
     def __call__(self, view: View) -> str:
         env: MediQEnv = view.env  # type: ignore[assignment]
-        if view.round == "counterfactual_update" or (view.round == "update" and not env._informative):
+        if view.round == "counterfactual_update" or (view.round == "update" and not env.informative):
             return "<scratch>nothing new, so nothing to say</scratch>"
         return super().__call__(view)
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from arew.envs import parsing, scoring
 from arew.envs.base import StepResult
-from arew.envs.episode import ChoiceEpisode
+from arew.envs.beliefs import ChoiceEnv
 from arew.envs.lexical import question_key, terms
 from arew.envs.options import Option
 from arew.envs.users import FactRequest, SimulatedUser, make_user, split_user_options
@@ -72,7 +72,7 @@ from arew_mediq import prompts
 N_OPTIONS = 4
 
 
-class MediQEnv(ChoiceEpisode):
+class MediQEnv(ChoiceEnv):
     prompts = prompts
     INVALID_FINAL = "Your final answer was invalid because {}. The consultation is over."
     INVALID_QUESTION = "Your question was invalid because {}. The patient did not answer."
@@ -146,20 +146,20 @@ class MediQEnv(ChoiceEpisode):
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.max_turns)
 
-    def _opening(self) -> str:
+    def opening(self) -> str:
         return prompts.case_text(self.initial_info, self.question, self.options)
 
     def counterfactual_feedback(self) -> str | None:
-        return self._cf_text if self._phase == "update" else None
+        return self._cf_text if self.phase == "update" else None
 
     def counterfactual_belief(self) -> str | None:
-        if not (self.counterfactual_as and self._phase == "act" and self._turn > 0):
+        if not (self.counterfactual_as and self.phase == "act" and self.turn > 0):
             return None
         return "<interact>" + ", ".join(["0.25"] * N_OPTIONS) + "</interact>"
 
     def _belief_independent(self, question: str, counterfactual: str | None) -> bool | None:
         """Whether the question survives replacing the belief (None: no usable counterfactual)."""
-        if not self.counterfactual_as or self._turn <= 1:
+        if not self.counterfactual_as or self.turn <= 1:
             return None
         self._cf_as_checks += 1
         payload = parsing.extract_payload(counterfactual, "interact")
@@ -175,10 +175,10 @@ class MediQEnv(ChoiceEpisode):
         return copied
 
     async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
-        query = self._open_turn(text, parsing.parse_question)
+        query = self.open_turn(text, parsing.parse_question)
         self._cf_text = None
         if not query.ok:
-            return self._invalid_question(query.error)
+            return self.invalid_question(query.error)
         question: str = query.value
         key = question_key(question)
         repeat = key in self._keys
@@ -198,11 +198,11 @@ class MediQEnv(ChoiceEpisode):
         shown = [] if self.feedback_ablation else [self.facts[i] for i in new]
         if new:
             self._cf_text = prompts.patient_answer([]) + "\n" + prompts.update_instruction()
-        return self._action_step(
+        return self.action_step(
             prompts.patient_answer(shown),
-            1 if good else -1,
-            len(new),
-            bool(new),
+            critique=1 if good else -1,
+            as_proxy=len(new),
+            news=bool(new),
             question=question,
             new_fact_ids=[i + 1 for i in new],
             informative=bool(new),
@@ -212,19 +212,19 @@ class MediQEnv(ChoiceEpisode):
             user_error=error,
         )
 
-    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
         return scoring.margin(w, self.gold) - scoring.margin(prev, self.gold)
 
-    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
-        if not self._informative:
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        if not self.informative:
             return (1 if scoring.same(delta, 0.0) else -1), "invariance"
         if role == "answer":
             return 0, "no_counterfactual"
         kind = parsing.payload_kind(counterfactual) if counterfactual is not None else None
-        cf = self._parse_belief(counterfactual, kind) if kind else parsing.ParseResult.failure("missing")
+        cf = self.parse_belief(counterfactual, kind) if kind else parsing.ParseResult.failure("missing")
         self._cf_checks += int(cf.ok)
         self._cf_missing += int(not cf.ok)
-        prev = self._belief
+        prev = self.belief
         d_t = float(np.linalg.norm(w - prev))
         if d_t > scoring.EQUAL_TOL and delta <= scoring.EQUAL_TOL:
             return -1, "margin_not_raised"  # needs no counterfactual
@@ -241,13 +241,13 @@ class MediQEnv(ChoiceEpisode):
         open_total = len(self.facts) - len(self.known)
         revealed = len(self._revealed) - len(self.known)
         return {
-            **self._episode_proxies(),
+            **self.episode_proxies(),
             "n_informative": float(self._n_informative),
             "n_repeats": float(self._n_repeats),
             "facts_revealed": float(revealed),
             "fact_coverage": float(revealed / open_total) if open_total else 0.0,
-            "margin_belief": scoring.margin(self._belief, self.gold),
-            **self._choice_proxies(),
+            "margin_belief": scoring.margin(self.belief, self.gold),
+            **self.choice_proxies(),
             "cf_checks": float(self._cf_checks),
             "cf_missing": float(self._cf_missing),
             "cf_as_checks": float(self._cf_as_checks),

@@ -9,7 +9,7 @@ Critiques (each computed from the answers so far, never from the agent's wording
 - scores after no news (BT): +1 iff the scores are unchanged; -1 otherwise;
 - final answer: as a scores round if it takes one's place, else 0 (the reward judges it).
 
-The reward is 1 when the unique top score is the secret. :class:`ChoiceEpisode` keeps the turn
+The reward is 1 when the unique top score is the secret. :class:`ChoiceEnv` keeps the turn
 order, the belief bookkeeping and the proxies every task reports.
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from arew.envs import parsing, scoring
 from arew.envs.base import StepResult
-from arew.envs.episode import ChoiceEpisode
+from arew.envs.beliefs import ChoiceEnv
 from arew_number_search import prompts
 
 _WHOLE_NUMBER = re.compile(r"(?<![\w.])[0-9]{1,6}(?![\w]|\.[0-9])", re.ASCII)
@@ -41,7 +41,7 @@ def parse_threshold(payload: Any, n_candidates: int) -> parsing.ParseResult:
     return parsing.ParseResult.success(k)
 
 
-class NumberSearchEnv(ChoiceEpisode):
+class NumberSearchEnv(ChoiceEnv):
     prompts = prompts
     INVALID_FINAL = "Your final answer was invalid because {}. The session is over."
     INVALID_QUESTION = "Your question was invalid because {}. The user did not answer."
@@ -61,26 +61,26 @@ class NumberSearchEnv(ChoiceEpisode):
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.n_candidates, self.max_turns)
 
-    def _opening(self) -> str:
+    def opening(self) -> str:
         return prompts.opening(self.n_candidates)
 
     async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
-        query = self._open_turn(text, lambda payload: parse_threshold(payload, self.n_candidates))
+        query = self.open_turn(text, lambda payload: parse_threshold(payload, self.n_candidates))
         if not query.ok:
-            return self._invalid_question(query.error)
+            return self.invalid_question(query.error)
         k = query.value
         news = self._low <= k < self._high
         yes = self.gold + 1 <= k
         if news:
             self._low, self._high = (self._low, k) if yes else (k + 1, self._high)
-        return self._action_step(prompts.user_answer("Yes" if yes else "No"), 1 if news else -1, int(news), news, k=k)
+        return self.action_step(prompts.user_answer("Yes" if yes else "No"), critique=1 if news else -1, as_proxy=int(news), news=news, k=k)
 
-    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
         return float(w[self.gold] - prev[self.gold])
 
-    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
-        if not self._informative:
-            return (1 if scoring.same(w, self._belief) else -1), "invariance"
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        if not self.informative:
+            return (1 if scoring.same(w, self.belief) else -1), "invariance"
         possible = np.zeros(self.n_candidates, dtype=bool)
         possible[self._low - 1 : self._high] = True
         respects = possible.all() or w[~possible].max() < w[possible].min()
@@ -88,7 +88,7 @@ class NumberSearchEnv(ChoiceEpisode):
 
     def proxies(self) -> dict[str, Any]:
         return {
-            **self._episode_proxies(),
-            **self._choice_proxies(),
+            **self.episode_proxies(),
+            **self.choice_proxies(),
             "n_possible": float(self._high - self._low + 1),
         }

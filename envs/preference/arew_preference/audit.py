@@ -153,7 +153,7 @@ def oracle_step(env: PreferenceEnv, w_prev: np.ndarray) -> np.ndarray:
     """The competent update: part of the way from ``w_prev`` to w* (so the cosine rises), at least
     :data:`ORACLE_STEP` of it and far enough that the belief predicts the answer just given."""
     step = ORACLE_STEP
-    if env._informative and env._answers[-1] != 0:
+    if env.informative and env._answers[-1] != 0:
         diff, sign = _difference(env, env._queries[-1]), env._answers[-1]
         a = sign * float(w_prev @ diff)
         b = sign * float((env.w_star - w_prev) @ diff)  # a + b = sign * w* . diff > 0
@@ -342,7 +342,7 @@ class Timid(_PEPolicy):
 
     def belief(self, view: View, env: PreferenceEnv) -> np.ndarray:
         assert self.w is not None
-        if not (env._informative and env._answers[-1]):
+        if not (env.informative and env._answers[-1]):
             return self.w
         diff = _difference(env, env._queries[-1])
         return self.w + 0.01 * env._answers[-1] * diff / np.linalg.norm(diff)
@@ -353,7 +353,7 @@ class Project(_PEPolicy):
 
     def belief(self, view: View, env: PreferenceEnv) -> np.ndarray:
         assert self.w is not None
-        if not (env._informative and env._answers[-1]):
+        if not (env.informative and env._answers[-1]):
             return self.w
         diff, sign = _difference(env, env._queries[-1]), env._answers[-1]
         gap = sign * float(self.w @ diff)

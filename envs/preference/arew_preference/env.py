@@ -52,7 +52,7 @@ import numpy as np
 
 from arew.envs import parsing
 from arew.envs.base import StepResult
-from arew.envs.episode import Episode
+from arew.envs.beliefs import BeliefEnv
 from arew.envs.options import Option
 from arew_preference import prompts
 from arew_preference.generator import ATTRIBUTE_NAMES, sample_preferences
@@ -75,7 +75,7 @@ def _matrix(value: Any) -> np.ndarray:
     return np.stack([np.asarray(row, dtype=float) for row in value])
 
 
-class PreferenceEnv(Episode):
+class PreferenceEnv(BeliefEnv):
     prompts = prompts
     RECORDED = "Estimate recorded."
     INVALID_BELIEF = "Your estimate was invalid because {}. Your previous valid estimate is kept."
@@ -138,15 +138,15 @@ class PreferenceEnv(Episode):
     def system_prompt(self) -> str:
         return prompts.system_prompt(self.n_items, self.attribute_names, self.subset_size, self.max_turns)
 
-    def _opening(self) -> str:
+    def opening(self) -> str:
         return prompts.item_table(self.items.astype(int), self.attribute_names)
 
     async def act(self, text: str, counterfactual: str | None = None) -> StepResult:
-        query = self._open_turn(
+        query = self.open_turn(
             text, lambda payload: parsing.parse_pair_query(payload, self.n_items, self.n_attrs, self.subset_size)
         )
         if not query.ok:
-            return self._invalid_question(query.error)
+            return self.invalid_question(query.error)
         q: parsing.PairQuery = query.value
         diff = masked_differences(self.items, [q])
         repeat = any(q.key == earlier.key for earlier in self._queries)
@@ -163,24 +163,24 @@ class PreferenceEnv(Episode):
             else "all attributes"
         )
         asked = f"You asked whether the user prefers movie {q.first + 1} to movie {q.second + 1} on {scope}"
-        return self._action_step(
+        return self.action_step(
             f"{asked}. User: {word}.",
-            1 if good else -1,
-            int(good),
-            good,
+            critique=1 if good else -1,
+            as_proxy=int(good),
+            news=good,
             query=[q.first + 1, q.second + 1, [k + 1 for k in q.attrs]],
             user_answer=word,
             informative=informative,
             repeat=repeat,
         )
 
-    def _parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
-        guess = super()._parse_belief(text, tag)
+    def parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
+        guess = super().parse_belief(text, tag)
         if guess.ok and not any(guess.value):
             return parsing.ParseResult.failure("all weights are zero, which states no preference")
         return guess
 
-    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
         return float(cosine(w, self.w_star) - cosine(prev, self.w_star))
 
     def predicts_latest_answer(self, w: np.ndarray) -> bool:
@@ -190,32 +190,32 @@ class PreferenceEnv(Episode):
         diff, sign = self._latest
         return sign == 0 or int(answer_signs(np.asarray(w, dtype=float), diff)[0, 0]) == sign
 
-    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
-        if not self._informative or abs(delta) <= BT_EQUAL_TOL:
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        if not self.informative or abs(delta) <= BT_EQUAL_TOL:
             return 0, "cosine"
         if delta > 0 and not self.predicts_latest_answer(w):
             return -1, "contradicts_answer"
         return int(np.sign(delta)), "cosine"
 
     def reward(self) -> float:
-        if self._final is None:
+        if self.final_belief is None:
             return 0.0
-        return outcome_reward(self._final, self.w_star, self.reward_kind, self.reward_rule)
+        return outcome_reward(self.final_belief, self.w_star, self.reward_kind, self.reward_rule)
 
     def proxies(self) -> dict[str, Any]:
         rng = np.random.default_rng(self.seed)
         candidates = sample_preferences(rng, self.replay_samples, self.n_attrs)
         replay = bayes_replay(self.items, self.w_star, self._queries, self._answers, candidates)
         consistent = (
-            self._final is not None
-            and self._first_guess is not None
-            and np.allclose(self._final, self._first_guess)
+            self.final_belief is not None
+            and self.first_guess is not None
+            and np.allclose(self.final_belief, self.first_guess)
         )
         return {
-            **self._episode_proxies(),
+            **self.episode_proxies(),
             "cos_initial": float(cosine(np.full(self.n_attrs, 0.5), self.w_star)),
-            "cos_belief": float(cosine(self._belief, self.w_star)),
-            "n_informative": float(sum(self._as)),
+            "cos_belief": float(cosine(self.belief, self.w_star)),
+            "n_informative": float(sum(self.as_proxies)),
             "final_equals_first_guess": float(consistent),
             "i_as_nats": replay.info_gain,
             "oracle_cos": float(cosine(replay.oracle_guess, self.w_star)),

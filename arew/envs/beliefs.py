@@ -1,18 +1,26 @@
-"""Turn order and belief bookkeeping shared by the task environments.
+"""Turn order and belief bookkeeping shared by the task environments: the task SDK's episode classes.
 
 Every task plays the same episode (see :mod:`arew.envs.base`): a question in <interact>, a belief
 vector in <interact>, judged against the previous *valid* belief, and a final vector in
-<answer>. :class:`Episode` owns that machinery; a task supplies its questions and their
-critique (``act``), its BT rule (:meth:`Episode._judge`), its wording, reward and proxies.
-:class:`ChoiceEpisode` adds what the tasks that pick one of several options share.
+<answer>. :class:`BeliefEnv` owns that machinery; a task supplies its opening (:meth:`BeliefEnv.opening`),
+its questions and their critique (``act``, built on :meth:`BeliefEnv.open_turn` and
+:meth:`BeliefEnv.action_step`), its BT rule (:meth:`BeliefEnv.bt_proxy`, :meth:`BeliefEnv.judge_belief`), its
+wording (:class:`BeliefPrompts`), reward and proxies. :class:`ChoiceEnv` adds what the tasks that
+pick one of several options share. A task's ``act`` in full (``envs/number_search`` is the whole task)::
+
+    async def act(self, text):
+        query = self.open_turn(text, lambda payload: parse_threshold(payload, self.n_candidates))
+        if not query.ok:
+            return self.invalid_question(query.error)  # critique -1, the round is spent
+        news = ...  # whether the answer can change the belief
+        return self.action_step(reply, critique=1 if news else -1, as_proxy=int(news), news=news, k=query.value)
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,12 +28,27 @@ from arew.envs import parsing, scoring
 from arew.envs.base import ActiveReasoningEnv, Channel, StepResult
 
 
-class Episode(ActiveReasoningEnv):
+class BeliefPrompts(Protocol):
+    """What an :class:`BeliefEnv` asks of its task's prompts (a module of these functions, typically)."""
+
+    def query_instruction(self, turn: int, max_turns: int) -> str:
+        """The instruction before action round ``turn + 1`` (``turn`` rounds done of ``max_turns``)."""
+
+    def update_instruction(self) -> str:
+        """The instruction after an answer: state the updated belief."""
+
+    def answer_instruction(self) -> str:
+        """The instruction after the last update: give the final answer."""
+
+    def final_turn_notice(self) -> str:
+        """What the agent reads when the token budget leaves room for the answer only."""
+
+
+class BeliefEnv(ActiveReasoningEnv):
     """One episode's phase, turn count, belief and per-turn proxies; see the module docstring."""
 
-    prompts: ModuleType
-    """The task's prompts: ``query_instruction(turn, max_turns)``, ``update_instruction()``,
-    ``answer_instruction()`` and ``final_turn_notice()``."""
+    prompts: BeliefPrompts
+    """The task's wording (:class:`BeliefPrompts`); a module with those four functions will do."""
 
     # Feedback wording; "{}" is the parse error.
     RECORDED: str
@@ -52,14 +75,44 @@ class Episode(ActiveReasoningEnv):
         """Which call the episode expects next: "act", "update", "answer" or "done"."""
         return self._phase
 
+    @property
+    def turn(self) -> int:
+        """Action rounds opened so far (the current one included)."""
+        return self._turn
+
+    @property
+    def belief(self) -> np.ndarray:
+        """The latest valid belief (the prior before the first one)."""
+        return self._belief
+
+    @property
+    def informative(self) -> bool:
+        """Whether the latest question's answer carried news: the update that follows must respond to it."""
+        return self._informative
+
+    @property
+    def first_guess(self) -> np.ndarray | None:
+        """The first valid belief of the episode (None before it)."""
+        return self._first_guess
+
+    @property
+    def final_belief(self) -> np.ndarray | None:
+        """The valid final answer (None before it, or when it was invalid)."""
+        return self._final
+
+    @property
+    def as_proxies(self) -> list[int]:
+        """Each action round's AS proxy so far (a copy)."""
+        return list(self._as)
+
     @abc.abstractmethod
-    def _opening(self) -> str:
+    def opening(self) -> str:
         """The task as the first user message shows it, before the first instruction."""
 
     def initial_messages(self) -> list[dict[str, str]]:
         return [
             {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": self._opening() + "\n\n" + self.prompts.query_instruction(0, self.max_turns)},
+            {"role": "user", "content": self.opening() + "\n\n" + self.prompts.query_instruction(0, self.max_turns)},
         ]
 
     def final_turn_notice(self) -> str:
@@ -75,18 +128,21 @@ class Episode(ActiveReasoningEnv):
         if self._phase not in phases:
             raise RuntimeError(f"episode expects {self._phase!r} next, not {phases[0]!r}")
 
-    def _open_turn(self, text: str, parse: Callable[[str], parsing.ParseResult]) -> parsing.ParseResult:
-        """Start an action round and parse its question from <interact>."""
+    def open_turn(self, text: str, parse: Callable[[str], parsing.ParseResult]) -> parsing.ParseResult:
+        """Start an action round and parse its question from <interact> with ``parse`` (the task's question
+        parser, given the payload); an error result is answered with :meth:`invalid_question`."""
         self._expect("act")
         self._turn += 1
         self._phase = "update"
         payload = parsing.extract_payload(text, "interact")
         return payload if not payload.ok else parse(payload.value)
 
-    def _action_step(
-        self, reply: str, critique: int, as_proxy: int, news: bool, /, valid: bool = True, **info: Any
+    def action_step(
+        self, reply: str, *, critique: int, as_proxy: int, news: bool, valid: bool = True, **info: Any
     ) -> StepResult:
-        """The answer to a question; ``news`` says whether the next update must respond to it."""
+        """The step that answers a question: ``reply`` (the user's answer), the question's ``critique``
+        (+1/0/-1), its ``as_proxy`` (how informative it was, the task's own measure), ``news`` (whether the
+        next update must respond to it, :attr:`informative`); ``info`` goes into the step's info."""
         self._as.append(as_proxy)
         self._informative = news
         return StepResult(
@@ -97,35 +153,39 @@ class Episode(ActiveReasoningEnv):
             info={"turn": self._turn, **info, "as_proxy": as_proxy},
         )
 
-    def _invalid_question(self, error: str) -> StepResult:
+    def invalid_question(self, error: str) -> StepResult:
+        """The step of a question that did not parse: critique -1, no news, the round spent; ``error`` says why."""
         self._n_invalid += 1
-        return self._action_step(self.INVALID_QUESTION.format(error), -1, 0, False, valid=False, error=error)
+        return self.action_step(self.INVALID_QUESTION.format(error), critique=-1, as_proxy=0, news=False, valid=False, error=error)
 
-    def _parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
+    def parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
+        """The belief vector in ``<tag>`` of ``text``, the size of the prior (an error says why it is not)."""
         payload = parsing.extract_payload(text, tag)
         return payload if not payload.ok else parsing.parse_vector(payload.value, self._belief.size)
 
     @abc.abstractmethod
-    def _bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
         """How much closer ``w`` is to the truth than the previous valid belief ``prev``."""
 
     @abc.abstractmethod
-    def _judge(self, w: np.ndarray, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
-        """(BT critique, rule) of a valid belief; ``role`` is "update" or "answer" (a final
-        answer in place of an update round, which gets no counterfactual)."""
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        """(BT critique, rule) of a valid belief ``w``: ``delta`` is its :meth:`bt_proxy` against the previous
+        valid belief; ``role`` is "update" or "answer" (a final answer in place of an update round, which
+        gets no counterfactual); ``counterfactual`` the belief stated again without the answer, when the task
+        asks for one."""
 
     def _record_belief(
         self, text: str, tag: str, role: str, counterfactual: str | None = None
     ) -> tuple[parsing.ParseResult, int, float, str]:
         """Parse and judge a belief, keeping it when valid: (guess, critique, BT proxy, rule).
         ``role`` "final" is an answer that takes no update round's place: a valid one gets 0."""
-        guess = self._parse_belief(text, tag)
+        guess = self.parse_belief(text, tag)
         if not guess.ok:
             self._n_invalid += 1
             return guess, -1, 0.0, "invalid"
         w = np.asarray(guess.value, dtype=float)
-        delta = self._bt_proxy(w, self._belief)
-        critique, rule = (0, "final") if role == "final" else self._judge(w, delta, role, counterfactual)
+        delta = self.bt_proxy(w, self._belief)
+        critique, rule = (0, "final") if role == "final" else self.judge_belief(w, delta=delta, role=role, counterfactual=counterfactual)
         self._belief = w
         if self._first_guess is None:
             self._first_guess = w
@@ -175,8 +235,8 @@ class Episode(ActiveReasoningEnv):
             info=self._bt_info(guess, rule, reward=self.reward()),
         )
 
-    def _episode_proxies(self) -> dict[str, Any]:
-        """The proxies every task reports, besides its own.
+    def episode_proxies(self) -> dict[str, Any]:
+        """The proxies every task reports, besides its own (a task's ``proxies()`` adds its own to these).
 
         ``bt`` holds one BT proxy per update round (a final answer given in place of an update
         round is that round's entry); ``bt_final`` is the belief step of a final answer that
@@ -206,7 +266,7 @@ def top_options(w: np.ndarray) -> frozenset[int]:
     return frozenset(np.flatnonzero(w >= w.max() - scoring.EQUAL_TOL).tolist())
 
 
-class ChoiceEpisode(Episode):
+class ChoiceEnv(BeliefEnv):
     """A task whose belief scores options in [0, 1] and whose answer is the unique top score."""
 
     RECORDED = "Scores recorded."
@@ -222,7 +282,7 @@ class ChoiceEpisode(Episode):
             return 0.0
         return float(scoring.unique_argmax(self._final) == self.gold)
 
-    def _choice_proxies(self) -> dict[str, float]:
+    def choice_proxies(self) -> dict[str, float]:
         """``final_equals_first_guess`` is Observation 3's belief consistency: the final answer
         states the same judgment as the first valid belief, i.e. the same set of top options
         (scores within :data:`arew.envs.scoring.EQUAL_TOL` of the maximum). A tie is the judgment
