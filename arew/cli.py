@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--source", default=None, help="the task's raw data, for tasks built from a public data set (see each task)")
     prepare.set_defaults(func=_prepare)
 
+    from arew.envs.new_task import add_arguments as add_new_task_arguments
+    from arew.envs.new_task import main as new_task_main
+
+    new_task = commands.add_parser("new-task", help="write a working task package to make your own (then pip install -e it)")
+    add_new_task_arguments(new_task)
+    new_task.set_defaults(func=new_task_main)
+
     from arew.lab.runner import add_arguments as add_lab_arguments
     from arew.lab.runner import main as lab_main
 

@@ -8,8 +8,9 @@ is built incrementally with verl's Continuous Token builder: assistant tokens ge
 response_mask 1, the environment's messages 0. The builder's merges are called inline rather
 than through verl's thread-pool wrappers: a merge costs about 0.2 ms, less than the hand-off.
 
-For every assistant turn the loop records its token span, channel and critique in
-``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`) and each decision's
+What the loop hands the trainer about an episode is one :class:`~arew.verl_plugin.episode_record.EpisodeRecord`
+in verl's ``extra_fields`` (its fields and their keys are declared there). For every assistant turn the loop
+records its token span, channel and critique in ``extra_fields["arew_turns"]`` (the contract of :mod:`arew.core.records`) and each decision's
 state and action key in ``extra_fields["arew_decision_keys"]`` (:mod:`arew.core.synact`), puts the outcome
 reward in ``reward_score``, the episode's name (``split:row:session``) in
 ``extra_fields["arew_episode"]``, the weight versions it was generated with in
@@ -49,9 +50,7 @@ from typing import Any, ClassVar
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.utils.profiler import simple_timer
 
-from arew.core.records import RECORDS_KEY, make_record
-from arew.core.sources import SOURCES_KEY
-from arew.core.synact import KEYS_KEY
+from arew.core.records import make_record
 from arew.critiques.settings import CritiquePlan, CritiqueSettings
 from arew.envs.base import StepResult
 from arew.envs.registry import make_env
@@ -66,16 +65,14 @@ from arew.episodes import (  # noqa: F401 (the notice: re-exported)
 )
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.episodes.keys import decision_keys
-from arew.metrics.rollouts import TRANSCRIPT_KEY, RolloutSettings, last_user_message, transcript
-from arew.metrics.staleness import VERSIONS_KEY, decision_versions
+from arew.metrics.rollouts import RolloutSettings, last_user_message, transcript
+from arew.metrics.staleness import decision_versions
 from arew.schema import parse_section, setting, subsection
+from arew.verl_plugin.episode_record import EpisodeRecord
 
 logger = logging.getLogger(__name__)
 
 AGENT_NAME = "arew_agent"
-EPISODE_INFO_KEY = "reward_extra_info"
-EPISODE_NAME_KEY = "arew_episode"
-FAILURE_KEY = "arew_failure"
 
 
 @dataclass(frozen=True)
@@ -224,25 +221,27 @@ class CritiqueAgentLoop(AgentLoopBase):
             num_turns=len(episode.messages),
             metrics=AgentLoopMetrics(**episode.metrics),
             extra_fields={
-                RECORDS_KEY: make_record(episode.spans, episode.channels, episode.labels),
-                KEYS_KEY: decision_keys(episode),
-                VERSIONS_KEY: decision_versions(episode.decision_lows, episode.decision_highs),
-                **({SOURCES_KEY: episode.by_source} if episode.by_source else {}),
-                EPISODE_INFO_KEY: info,
-                EPISODE_NAME_KEY: name,
-                **self._transcript_field(episode, kwargs),
+                **EpisodeRecord(
+                    name=name,
+                    turns=make_record(episode.spans, episode.channels, episode.labels),
+                    decision_keys=decision_keys(episode),
+                    versions=decision_versions(episode.decision_lows, episode.decision_highs),
+                    sources=episode.by_source or None,
+                    info=info,
+                    transcript=self._transcript(episode, kwargs),
+                ).extra_fields(),
                 **episode.weight_version_fields(kwargs.get("global_steps")),
             },
         )
 
-    def _transcript_field(self, episode: _RolloutLog, kwargs) -> dict:
-        """``{TRANSCRIPT_KEY: ...}`` for the rollout tables, or nothing when they sample no episode."""
+    def _transcript(self, episode: _RolloutLog, kwargs) -> dict | None:
+        """The readable transcript for the rollout tables, or None when they sample no episode."""
         settings = self.rollout_settings
         if not settings.enabled:
-            return {}
+            return None
         prompt = episode.prompt or last_user_message(kwargs.get("raw_prompt"))
         task = episode.task or dict(kwargs.get("extra_info") or {}).get("task")
-        return {TRANSCRIPT_KEY: transcript(episode.turns(), prompt, task, kwargs.get("data_source"), settings.max_text_chars)}
+        return transcript(episode.turns(), prompt, task, kwargs.get("data_source"), settings.max_text_chars)
 
     def _failed_output(self, episode: _RolloutLog, name: str, reason: str, error: BaseException, sampling_params, kwargs):
         """A sample that trains nothing: one end token under mask 0, no critiques, reward 0, and why it failed."""
@@ -260,12 +259,14 @@ class CritiqueAgentLoop(AgentLoopBase):
             num_turns=len(episode.messages),
             metrics=AgentLoopMetrics(**episode.metrics),
             extra_fields={
-                RECORDS_KEY: make_record([], [], []),
-                KEYS_KEY: {"state": [], "action": []},
-                EPISODE_INFO_KEY: info,
-                EPISODE_NAME_KEY: name,
-                FAILURE_KEY: {"reason": reason, "error": f"{type(error).__name__}: {error}"[:2000]},
-                **self._transcript_field(episode, kwargs),
+                **EpisodeRecord(
+                    name=name,
+                    turns=make_record([], [], []),
+                    decision_keys={"state": [], "action": []},
+                    info=info,
+                    failure={"reason": reason, "error": f"{type(error).__name__}: {error}"[:2000]},
+                    transcript=self._transcript(episode, kwargs),
+                ).extra_fields(),
                 **episode.weight_version_fields(kwargs.get("global_steps")),
             },
         )

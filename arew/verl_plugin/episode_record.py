@@ -15,16 +15,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from arew.core.records import RECORDS_KEY
+from arew.core.sources import SOURCES_KEY
+from arew.core.synact import KEYS_KEY
+from arew.metrics.rollouts import TRANSCRIPT_KEY
+from arew.metrics.staleness import VERSIONS_KEY
+
+EPISODE_NAME_KEY = "arew_episode"
+EPISODE_INFO_KEY = "reward_extra_info"  # verl's own key: it logs these numbers in validation
+FAILURE_KEY = "arew_failure"
 # the extra_fields key of each field, and the type its value has (None: the method core's reader checks it)
 KEYS = {
-    "name": ("arew_episode", str),  # the episode's stable name (row, session): what groups and seeds it
-    "turns": ("arew_turns", None),  # the critique records (arew.core.records)
-    "decision_keys": ("arew_decision_keys", None),  # each decision's state and action key (arew.core.synact)
-    "versions": ("arew_decision_versions", None),  # the weight versions each decision was generated with (arew.metrics.staleness)
-    "sources": ("arew_critique_sources", None),  # the critique sources' labels beside the rules' (arew.core.sources)
-    "info": ("reward_extra_info", dict),  # the per-episode numbers verl logs in validation (the env's proxies)
-    "failure": ("arew_failure", dict),  # why the episode failed ({"reason", "error"}); absent when it did not
-    "transcript": ("arew_transcript", dict),  # the readable transcript for the rollout tables (arew.metrics.rollouts)
+    "name": (EPISODE_NAME_KEY, str),  # the episode's stable name (row, session): what groups and seeds it
+    "turns": (RECORDS_KEY, None),  # the critique records (arew.core.records)
+    "decision_keys": (KEYS_KEY, None),  # each decision's state and action key (arew.core.synact)
+    "versions": (VERSIONS_KEY, None),  # the weight versions each decision was generated with (arew.metrics.staleness)
+    "sources": (SOURCES_KEY, None),  # the critique sources' labels beside the rules' (arew.core.sources)
+    "info": (EPISODE_INFO_KEY, dict),  # the episode's numbers (its env's proxies, its timings)
+    "failure": (FAILURE_KEY, dict),  # why the episode failed ({"reason", "error"}); absent when it did not
+    "transcript": (TRANSCRIPT_KEY, dict),  # the readable transcript for the rollout tables (arew.metrics.rollouts)
 }
 
 
@@ -54,7 +63,8 @@ class EpisodeRecord:
             value = extra_fields.get(key)
             if value is not None and kind is not None and not isinstance(value, kind):
                 malformed.append(name)
-                value = None
+                # a failure that does not read still marks the episode failed: it trains nothing
+                value = {"reason": "malformed", "error": f"{FAILURE_KEY} is a {type(value).__name__}"} if name == "failure" else None
             values[name] = value
         return cls(**values, malformed=tuple(malformed))
 

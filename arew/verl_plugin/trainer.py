@@ -47,16 +47,15 @@ from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from arew.core import RECORDS_KEY, QualityTracker, collect_segments, parse_config
+from arew.core import QualityTracker, collect_segments, parse_config
 from arew.core.quality import CRITIC_ESTIMATORS, resolve_direction
-from arew.core.sources import SOURCES_KEY, collect_source_labels
-from arew.core.synact import KEYS_KEY, collect_decision_keys
+from arew.core.sources import collect_source_labels
+from arew.core.synact import collect_decision_keys
 from arew.critiques.settings import check_critique_settings
 from arew.envs.registry import check_env_options
 from arew.episodes.failures import FAILURE_REASONS
 from arew.metrics.rollouts import SECTION as ROLLOUTS_SECTION
 from arew.metrics.rollouts import (
-    TRANSCRIPT_KEY,
     RolloutSettings,
     ValidationSample,
     append_jsonl,
@@ -67,19 +66,17 @@ from arew.metrics.rollouts import (
     write_run_record,
 )
 from arew.metrics.selflock import selflock_metrics
-from arew.metrics.staleness import VERSIONS_KEY, decision_staleness_metrics
+from arew.metrics.staleness import decision_staleness_metrics
 from arew.metrics.wandb_credentials import has_wandb_credentials
 from arew.serving.spec import SECTION as USER_SERVICE_SECTION
 from arew.serving.spec import ServiceSettings, check_batch_layout
 from arew.verl_plugin.agent_loop import (
     AGENT_NAME,
-    EPISODE_INFO_KEY,
-    EPISODE_NAME_KEY,
-    FAILURE_KEY,
     AgentLoopSettings,
 )
 from arew.verl_plugin.cpu import require_ready as require_cpu_backend
 from arew.verl_plugin.cpu import selected as cpu_backend_selected
+from arew.verl_plugin.episode_record import EpisodeRecord
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch, base_estimator_name, register_arew_estimator
 from arew.verl_plugin.prompt_lengths import check_prompt_lengths, data_files
 
@@ -247,13 +244,12 @@ def wandb_offline_without_credentials(config) -> bool:
     return True
 
 
-def episode_metrics(extra_fields: list) -> dict[str, float]:
+def episode_metrics(episodes: list[EpisodeRecord]) -> dict[str, float]:
     """Batch means of the agent loop's per-episode numbers (``reward_extra_info``), under ``episode/``."""
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for fields in extra_fields:
-        info = fields.get(EPISODE_INFO_KEY) if isinstance(fields, dict) else None
-        for key, value in (info or {}).items():
+    for episode in episodes:
+        for key, value in (episode.info or {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 sums[key] = sums.get(key, 0.0) + float(value)
                 counts[key] = counts.get(key, 0) + 1
@@ -337,26 +333,25 @@ class AReWStage:
         tags = list(batch.tags or [{}] * len(batch.keys))
         padding = [bool(tag.get("is_padding", False)) for tag in tags]
         # verl's padding samples carry copies of the first sample's extra_fields: they are nobody's episode
-        extra_fields = [
-            None if pad else getattr(item, "data", item) for item, pad in zip(data.pop("extra_fields"), padding)
-        ]
-        failures = [ef.get(FAILURE_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        episodes = [EpisodeRecord() if pad else EpisodeRecord.read(item) for item, pad in zip(data.pop("extra_fields"), padding)]
+        metrics["arew/record/malformed_fields"] = float(sum(len(episode.malformed) for episode in episodes))
+        failures = [episode.failure for episode in episodes]
         real = [failure for failure, pad in zip(failures, padding) if not pad]
         metrics.update(failure_metrics(real))
         if getattr(self, "user_service", None) is not None:
             metrics.update(self.user_service.metrics())
         check_failed_share(real, AgentLoopSettings.from_config(self.config.get("arew_agent")).max_failed_share)
-        records = [ef.get(RECORDS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
-        metrics.update(episode_metrics(extra_fields))
+        records = [episode.turns for episode in episodes]
+        metrics.update(episode_metrics(episodes))
         response_lengths = data["response_mask"].offsets().diff()
-        names = [ef.get(EPISODE_NAME_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        names = [episode.name for episode in episodes]
         noise_keys = [name or key for name, key in zip(names, batch.keys)]  # arrival order must not pick the noise
         segments = collect_segments(
             records, response_lengths, sample_names=batch.keys, on_invalid=config.on_invalid, noise_keys=noise_keys
         )
         if segments.dropped_samples:
             logger.warning("AReW dropped the critique records of %d invalid samples", segments.dropped_samples)
-        raw_sources = [ef.get(SOURCES_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        raw_sources = [episode.sources for episode in episodes]
         if any(entry is not None for entry in raw_sources):
             source_labels, malformed = collect_source_labels(raw_sources, segments)
             segments = dataclasses.replace(segments, sources=source_labels)
@@ -367,14 +362,14 @@ class AReWStage:
         context = AdvantageBatch(
             segments=segments, step=int(self.global_steps), values=values, excluded=excluded, quality=self._quality_tracker(config)
         )
-        raw_keys = [ef.get(KEYS_KEY) if isinstance(ef, dict) and failure is None else None for ef, failure in zip(extra_fields, failures)]
+        raw_keys = [None if episode.failed else episode.decision_keys for episode in episodes]
         if config.synact.monitor or config.synact.critiques != "off" or base == "gigpo":  # GiGPO's step groups
             context.decision_keys = collect_decision_keys(raw_keys, segments, batch.keys, config.on_invalid)
         with advantage_batch(context):
             batch = super()._compute_advantage(batch, metrics)
         metrics.update(context.metrics)
-        versions = [ef.get(VERSIONS_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
-        self._report_step(context, extra_fields, names, rewards, failures, versions, metrics)
+        versions = [episode.versions for episode in episodes]
+        self._report_step(context, episodes, rewards, metrics)
         if config.dump_dir:
             self._dump_advantages(batch, records, names, config.dump_dir, raw_keys, versions)
         return batch
@@ -390,12 +385,11 @@ class AReWStage:
             self.quality = QualityTracker.from_config(config, estimator, gae_discount(algorithm))
         return self.quality
 
-    def _report_step(
-        self, context: AdvantageBatch, extra_fields: list, names: list, rewards: list, failures: list, versions: list, metrics: dict
-    ) -> None:
+    def _report_step(self, context: AdvantageBatch, episodes: list[EpisodeRecord], rewards: list, metrics: dict) -> None:
         """``selflock/*`` and ``arew/off_policy/*`` over the step's kept episodes, and ``arew_rollouts.per_step`` of them as rollout rows."""
         started = time.perf_counter()
-        infos = [ef.get(EPISODE_INFO_KEY) if isinstance(ef, dict) else None for ef in extra_fields]
+        names, failures = [episode.name for episode in episodes], [episode.failure for episode in episodes]
+        infos, versions = [episode.info for episode in episodes], [episode.versions for episode in episodes]
         kept = [name is not None and failure is None for name, failure in zip(names, failures)]  # padding has no name
         metrics.update(selflock_metrics(infos, rewards, kept))
         step = int(self.global_steps)
@@ -408,12 +402,10 @@ class AReWStage:
         spans = decisions_of(context.segments.sample, chosen) if chosen and labels is not None else [None] * len(chosen)
         rows = []
         for i, span in zip(chosen, spans):
-            fields = extra_fields[i]
             applied = values = None
             if span is not None and failures[i] is None:  # a failed episode trained nothing: its turns have no values
                 applied, values = labels[span[0] : span[1]].tolist(), coefficients[span[0] : span[1]].tolist()
-            stored, failure = fields.get(TRANSCRIPT_KEY), failures[i]
-            rows.append(build_row("train", step, names[i], rewards[i], stored, infos[i], failure, applied, values))
+            rows.append(build_row("train", step, names[i], rewards[i], episodes[i].transcript, infos[i], failures[i], applied, values))
         self._write_rollouts("train", step, rows, settings)
         metrics["timing_s/arew_rollouts"] = time.perf_counter() - started
 
@@ -462,12 +454,10 @@ class AReWStage:
         rewards = data["rm_scores"].sum(dim=1).tolist()
         tags = list(batch.tags or [{}] * len(batch.keys))
         for item, reward, tag in zip(data["extra_fields"], rewards, tags):
-            fields = getattr(item, "data", item)
-            if tag.get("is_padding", False) or not isinstance(fields, dict):
+            episode = EpisodeRecord.read(item)
+            if tag.get("is_padding", False) or episode.name is None:
                 continue
-            name = fields.get(EPISODE_NAME_KEY)
-            stored, info, failure = fields.get(TRANSCRIPT_KEY), fields.get(EPISODE_INFO_KEY), fields.get(FAILURE_KEY)
-            chosen.offer(name, (name, reward, stored, info, failure))
+            chosen.offer(episode.name, (episode.name, reward, episode.transcript, episode.info, episode.failure))
 
     def _write_rollouts(self, split: str, step: int, rows: list, settings: RolloutSettings) -> None:
         """Append the rows to ``<folder>/<split>.jsonl`` and, with the wandb logger, log them as the ``rollouts/<split>`` table."""

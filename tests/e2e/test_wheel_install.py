@@ -1,11 +1,13 @@
-"""Installed from wheels, not from the checkout: ``arew smoke`` trains a task package's task through ``main_ppo``
-from a folder outside the repository, with the configs the wheels carry (``pkg://arew.configs`` and the task
-package's own ``configs/``, found through its entry point).
+"""Installed from wheels, not from the checkout: ``arew new-task`` writes a task package outside the repository,
+it is built and installed as a user's package is, and ``arew smoke`` trains it through ``main_ppo`` with the
+configs the wheels carry (``pkg://arew.configs`` and the new package's own ``configs/``, found through its entry
+point).
 
 The wheels are built from a copy of the project's files (setuptools builds in the source folder) and installed
 with ``--no-deps`` into a fresh venv that sees this environment's third-party packages, never AReW's editable
-install. One ``main_ppo`` run of the example task (about 90 s, wheel builds and install included); it also is
-the example task's own training check: the package's diagnostic reaches verl's logger.
+installs. One ``main_ppo`` run (about 100 s, the wheel builds and installs included); it also is the training
+check of ``arew new-task``'s output (envs/number_search is that output for its own name): the new package's own
+diagnostic reaches verl's logger.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ("pyproject.toml", "README.md", "arew", "hydra_plugins")
-TASK_PACKAGES = ("preference", "mediq", "flodial", "tau2", "number_search")
+TASK_PACKAGES = ("preference", "mediq", "flodial", "tau2")
 # what the checkout's editable installs put in site-packages: the fresh venv must not see them
 EDITABLE = ("__editable__", "arew", "arew_", "arew-", "hydra_plugins")
 
@@ -69,17 +71,21 @@ def wheel_venv(tmp_path_factory) -> Path:
     return venv
 
 
-def test_arew_smoke_runs_from_the_wheels_outside_the_checkout(wheel_venv, tmp_path):
+def test_a_new_task_trains_through_main_ppo_from_the_wheels_outside_the_checkout(wheel_venv, tmp_path):
     python = wheel_venv / "bin" / "python"
     located = subprocess.run(
-        [str(python), "-c", "import arew, arew.configs, arew_number_search; print(arew.__file__); print(arew.configs.CONFIG_DIR); print(arew_number_search.__file__)"],
+        [str(python), "-c", "import arew, arew.configs, arew_preference; print(arew.__file__); print(arew.configs.CONFIG_DIR); print(arew_preference.__file__)"],
         cwd=tmp_path, check=True, capture_output=True, text=True,
     ).stdout.split()  # fmt: skip
     assert all(Path(path).is_relative_to(wheel_venv) for path in located), located
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{wheel_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    arew = str(wheel_venv / "bin" / "arew")
+    subprocess.run([arew, "new-task", "my-quiz", "--out", "my_quiz"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", "./my_quiz"],
+                   cwd=tmp_path, env=env, check=True, capture_output=True)  # fmt: skip
     done = subprocess.run(
-        [str(wheel_venv / "bin" / "arew"), "smoke", "--task", "number-search", "--steps", "1", "--out", "run", "--quiet"],
+        [arew, "smoke", "--task", "my-quiz", "--steps", "1", "--out", "run", "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     log = tmp_path / "run" / "main_ppo.log"
@@ -87,4 +93,4 @@ def test_arew_smoke_runs_from_the_wheels_outside_the_checkout(wheel_venv, tmp_pa
     (entry,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     data = entry["data"]
     assert data["training/global_step"] == 1 and data["arew/decisions"] > 0
-    assert "episode/proxy_n_possible/mean" in data  # the example task's own diagnostic reached verl's logger
+    assert "episode/proxy_n_possible/mean" in data  # the new task's own diagnostic reached verl's logger

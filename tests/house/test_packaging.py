@@ -23,7 +23,7 @@ def test_each_task_package_is_its_own_distribution_registered_through_the_entry_
         ("arew-mediq", "mediq", "arew_mediq:TASK_SPECS"),
         ("arew-flodial", "flodial", "arew_flodial:TASK_SPECS"),
         ("arew-tau2", "tau2", "arew_tau2:TASK_SPECS"),
-        ("arew-example-number-search", "number_search", "arew_number_search:TASK_SPECS"),
+        ("arew-number-search", "number_search", "arew_number_search:TASK_SPECS"),
     }
     # the core's own dependencies carry none of tau2's (they are arew-tau2's)
     core = {requirement.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip() for requirement in importlib.metadata.requires("arew") if "extra ==" not in requirement}

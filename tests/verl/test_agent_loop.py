@@ -29,7 +29,8 @@ from arew.episodes import EpisodeLog, decision_keys
 from arew.metrics.rollouts import TRANSCRIPT_KEY, truncate
 from arew.metrics.staleness import VERSIONS_KEY
 from arew.verl_plugin import agent_loop
-from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, FAILURE_KEY, CritiqueAgentLoop
+from arew.verl_plugin.agent_loop import ANSWER_NOW_NOTICE, CritiqueAgentLoop
+from arew.verl_plugin.episode_record import FAILURE_KEY
 from arew.verl_plugin.trainer import AReWTrainer
 from arew_preference.data import build_rows
 from arew_preference.env import PreferenceEnv

@@ -18,7 +18,7 @@ from arew.configs import CONFIG_DIR
 from arew.core import RECORDS_KEY, CritiqueRecordError, make_record
 from arew.core.synact import KEYS_KEY, DecisionKeyError
 from arew.metrics.staleness import VERSIONS_KEY
-from arew.verl_plugin.agent_loop import EPISODE_NAME_KEY
+from arew.verl_plugin.episode_record import EPISODE_NAME_KEY
 from arew.verl_plugin.trainer import (
     AReWColocateAsyncTrainer,
     AReWTrainer,

@@ -1,4 +1,7 @@
-"""Number search: an AReW task that lives in its own package and registers through an entry point."""
+"""Number search: an AReW task in a package of its own, registered through the arew.tasks entry point.
+
+Written by ``arew new-task number-search``: a working task to rewrite into your own (docs/guides/writing-an-environment.md).
+"""
 
 from arew.envs.registry import TaskSpec
 
@@ -7,6 +10,6 @@ TASK_SPECS = (
         "number-search",
         env="arew_number_search.env:NumberSearchEnv",
         prepare="arew_number_search.data:prepare",
-        description="find a secret number among 8 with 'at most k?' questions, 4 turns (synthetic; an example plugin)",
+        description="find a secret number among 8 with 'at most k?' questions, 4 turns (synthetic)",
     ),
 )
