@@ -54,7 +54,7 @@ except ImportError:  # only the HTTP clients need it; the offline user and the t
     aiohttp = None
 
 from arew.chat.config import ClientConfig
-from arew.chat.responses import ToolCallRequest, chat_completion_message, chat_completion_text
+from arew.chat.responses import ToolCallRequest, chat_completion_message, chat_completion_text, without_lone_surrogates
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -319,8 +319,8 @@ class ChatCompletionClient:
             self._count("connection_errors")
             raise _GiveUp(f"request failed: {type(exc).__name__}: {exc}") from exc
         try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            return without_lone_surrogates(json.loads(raw))
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting deeper than Python's stack
             return None
 
 

@@ -7,6 +7,7 @@ back (never an exception), so that a malformed reply is one counted failure, not
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,25 @@ class ChatMessage:
 
     text: str
     tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """A decoded JSON body with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    JSON may escape half of a surrogate pair (``"\\ud800"``); ``json.loads`` gives it back as a code point that
+    is not text: it cannot be encoded as UTF-8, so the first writer or tokenizer it reaches raises. A pair that
+    decodes to one character is kept; the body's size is capped before decoding, so the walk is bounded.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(key): without_lone_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def text_problem(content: Any) -> str | None:

@@ -157,6 +157,9 @@ def prepare_task(
 ) -> dict[str, Path]:
     """Write the task's verl parquet splits; ``source`` is the raw data of tasks built from public files
     (for tau2, which ships its data, the task set; the sizes cap its splits)."""
+    for flag, size, least in (("--n-train", n_train, 1), ("--n-val", n_val, 0), ("--n-test", n_test, 0)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < least:
+            raise ValueError(f"{flag}: rows of that split, at least {least}, got {size!r}")
     spec = task_spec(task_name)
     if spec.source == "none" and source is not None:
         raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")

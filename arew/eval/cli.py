@@ -90,7 +90,14 @@ def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.data or task_spec(args.task).source == "required":
             raise FileNotFoundError(f"no data at {path}; write it with: arew prepare {args.task} --out {path.parent} --source ...")
         prepare_task(args.task, path.parent, n_train=1, n_val=1, n_test=SYNTHETIC_TEST_ROWS, seed=0)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit: the number of prompts to play, at least 1, got {args.limit}")
     rows = read_rows(path)
+    if not rows:
+        raise ValueError(f"{path} has no rows")
+    unreadable = next((i for i, row in enumerate(rows) if not isinstance(row.get("extra_info"), dict)), None)
+    if unreadable is not None:
+        raise ValueError(f"{path} row {unreadable} has no extra_info record (write the data with arew prepare {args.task})")
     return rows[: args.limit] if args.limit is not None else rows
 
 

@@ -261,7 +261,18 @@ def append_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows))
+        handle.write("".join(utf8_json(row) + "\n" for row in rows))
+
+
+def utf8_json(value: Any) -> str:
+    """JSON text that encodes as UTF-8, whatever strings ``value`` holds: text with a code point UTF-8 cannot encode
+    (a lone surrogate from some server's reply) is written with ASCII escapes instead, which read back the same."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return text
 
 
 TABLE_COLUMNS = ("step", "episode", "task", "reward", "failure", "critiques", "coef_pos", "coef_neg", "transcript", "prompt")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arew.metrics.rollouts import DEFAULT_SUBDIR, RUN_RECORD
+from arew.metrics.rollouts import DEFAULT_SUBDIR, RUN_RECORD, utf8_json
 from arew.reporting.panels import NEEDS_WORDS, SECTIONS, matching
 
 METRICS_FILE = "metrics.jsonl"
@@ -383,7 +383,7 @@ def write_pngs(sections: Sequence[dict], runs: Sequence[Run], folder: Path) -> l
 
 def _script_json(value) -> str:
     """JSON that is safe inside a ``<script>`` element: no ``<``, ``>`` or ``&`` survive literally."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    text = utf8_json(value)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 

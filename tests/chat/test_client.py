@@ -44,3 +44,20 @@ def test_the_chat_package_imports_nothing_of_the_tasks_verl_or_ray():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+async def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character_and_the_text_writes_as_utf8(serve, tmp_path):
+    # JSON may escape half of a surrogate pair; decoded, it is a code point no UTF-8 writer accepts
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "CRITIQUE: +1 \\ud800 ok \\ud83d\\ude00"}, "finish_reason": "stop"}]}'
+    server, url = await serve(lambda n, request: body)
+    client = ChatCompletionClient(ClientConfig(url=url, model="m", timeout=2.0, max_retries=0))
+    reply = await client.complete([{"role": "user", "content": "hi"}])
+    assert reply.text == "CRITIQUE: +1 \ufffd ok \U0001f600"  # the valid pair is one character, kept
+    reply.text.encode("utf-8")
+
+
+async def test_a_reply_nested_deeper_than_the_stack_is_a_parse_failure_not_a_crash(serve):
+    server, url = await serve(lambda n, request: b"[" * 100_000 + b"]" * 100_000)
+    client = ChatCompletionClient(ClientConfig(url=url, model="m", timeout=2.0, max_retries=0))
+    with pytest.raises(RequestFailed):
+        await client.complete([{"role": "user", "content": "hi"}])

@@ -91,6 +91,7 @@ def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
         (["--env-option", "reward_rul=reference"], "--env-option.reward_rul: not an option"),
         (["--env-option", "nokey"], "--env-option: expected KEY=VALUE"),
         (["--n", "0"], "n: invalid value 0"),
+        (["--limit", "-1"], "--limit: the number of prompts to play, at least 1, got -1"),
     ],
 )
 def test_bad_input_exits_naming_the_option(tmp_path, extra, message):
@@ -118,3 +119,21 @@ def test_the_default_model_gets_laptop_sizes_and_others_the_training_budget():
     args = parser.parse_args(["pe-g-s2", "--limit", "9"])
     fill_sizes(args)
     assert args.limit == 9 and args.max_tokens_per_turn == DEFAULT_MODEL_SIZES["max_tokens_per_turn"]
+
+
+def test_data_without_rows_or_without_extra_info_exits_naming_the_file(tmp_path):
+    import pandas as pd
+
+    empty, bare = tmp_path / "empty.parquet", tmp_path / "bare.parquet"
+    pd.DataFrame({"prompt": []}).to_parquet(empty)
+    pd.DataFrame({"prompt": ["hi"]}).to_parquet(bare)
+    for path, message in ((empty, "empty.parquet has no rows"), (bare, "bare.parquet row 0 has no extra_info record")):
+        with pytest.raises(SystemExit, match=message):
+            main(["eval", "pe-g-s2", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--data", str(path)])
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--n-train", "-5"), ("--n-train", "0"), ("--n-val", "-1"), ("--n-test", "-2")])
+def test_prepare_refuses_a_size_that_writes_no_split(tmp_path, flag, value):
+    with pytest.raises(SystemExit, match=f"{flag}: rows of that split, at least"):
+        main(["prepare", "pe-g-s2", "--out", str(tmp_path / "data"), flag, value])
+    assert not (tmp_path / "data").exists()

@@ -155,3 +155,12 @@ def test_the_folder_defaults_beside_verls_file_logger(tmp_path, monkeypatch):
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH")
     assert str(RolloutSettings.from_config({}).folder("ckpt/run")) == "ckpt/run/rollouts"
     assert not RolloutSettings.from_config({"per_step": 0, "val_per_step": 0}).enabled and RolloutSettings().enabled
+
+
+def test_a_row_holding_a_lone_surrogate_is_written_as_utf8_and_reads_back_the_same(tmp_path):
+    path = tmp_path / "train.jsonl"
+    rows = [{"episode": "train:0:0", "transcript": "CRITIQUE: +1 \ud800"}, {"episode": "train:1:0", "transcript": "héllo"}]
+    append_jsonl(path, rows)
+    lines = path.read_bytes().decode("utf-8").splitlines()  # strict UTF-8: the file is valid text
+    assert [json.loads(line) for line in lines] == rows
+    assert "héllo" in lines[1]  # rows without such a code point stay readable UTF-8
