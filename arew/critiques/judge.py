@@ -22,7 +22,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -30,34 +29,38 @@ from dataclasses import dataclass
 from arew.chat import ChatCompletionClient, ClientConfig, RequestFailed
 from arew.chat.client import COUNTERS, RequestCounts
 from arew.critiques.base import CritiqueSource, EpisodeContext, SourceCritique
-from arew.critiques.judge_prompts import TEMPLATES, decision_messages, episode_messages
+from arew.critiques.judge_prompts import (
+    CRITIQUE_LINE,
+    NUMBERED_LINE,
+    REASON_LINE,
+    TEMPLATES,
+    decision_messages,
+    episode_messages,
+)
 from arew.schema import setting
 
 logger = logging.getLogger(__name__)
 
 JUDGE_MODES = ("decision", "episode")
 REASON_CHARS = 200
-# a label: +1, 1, 0, -1 (also with the typographic minus); "+0"/"-0" are not labels
-_LABEL = r"(?P<label>[+]1|[-\u2212]1|1|0)(?![\d.])"
-_CRITIQUE = re.compile(rf"^[ \t*#>-]*critique[ \t]*[:=][ \t]*\**[ \t]*{_LABEL}\**[ \t]*(?P<rest>.*)$", re.I | re.M)
-_REASON = re.compile(r"^[ \t*#>-]*reason[ \t]*[:=][ \t]*\**[ \t]*(?P<reason>.+)$", re.I | re.M)
-_NUMBERED = re.compile(rf"^[ \t*#>-]*D[ \t]*(?P<index>\d{{1,4}})[ \t]*[:.)\]-][ \t]*\**[ \t]*{_LABEL}\**[ \t:,.;)\-\u2013\u2014]*(?P<reason>.*)$", re.I | re.M)
-
-
 def _label(text: str) -> int:
     return -1 if text[0] in "-\u2212" else int(text.lstrip("+"))
 
 
 def parse_judgement(text: str, truncated: bool = False) -> tuple[int | None, str]:
-    """(label, reason) of a one-decision reply, or (None, why not): exactly one label among its CRITIQUE lines."""
-    found = {_label(m.group("label")) for m in _CRITIQUE.finditer(text or "")}
+    """(label, reason) of a one-decision reply, or (None, why not): exactly one label among its CRITIQUE lines;
+    a reply the length cap cut counts only with its REASON line begun after the label (a whole verdict)."""
+    matches = list(CRITIQUE_LINE.finditer(text or ""))
+    found = {_label(m.group("label")) for m in matches}
+    if len(found) == 1 and truncated and not REASON_LINE.search(text, matches[-1].end()):
+        return None, f"cut by the length cap before its verdict was whole: {text[:80]!r}"
     if len(found) != 1:
         if found:
             return None, f"two different labels in one reply: {text[:80]!r}"
         why = "cut by the length cap before its label" if truncated else "no 'CRITIQUE: +1/0/-1' line"
         return None, f"{why}: {(text or '')[:80]!r}"
-    reason = _REASON.search(text)
-    rest = next(_CRITIQUE.finditer(text)).group("rest").strip(" -:")
+    reason = REASON_LINE.search(text)
+    rest = next(CRITIQUE_LINE.finditer(text)).group("rest").strip(" -:")
     return found.pop(), (reason.group("reason").strip() if reason else rest)[:REASON_CHARS]
 
 
@@ -66,7 +69,7 @@ def parse_episode_judgement(text: str, decisions: int, truncated: bool = False) 
     with no line, with lines that disagree, or numbered outside 1..decisions (those are ignored)."""
     seen: dict[int, set[int]] = {}
     reasons: dict[int, str] = {}
-    for match in _NUMBERED.finditer(text or ""):
+    for match in NUMBERED_LINE.finditer(text or ""):
         index = int(match.group("index")) - 1
         if 0 <= index < decisions:
             seen.setdefault(index, set()).add(_label(match.group("label")))

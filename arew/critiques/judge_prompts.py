@@ -8,6 +8,7 @@ got); ``episode_messages`` numbers every decision of the episode and asks for on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from arew.critiques.base import Decision, EpisodeContext
@@ -76,6 +77,28 @@ def system_prompt(task: str, template: str) -> str:
     return SYSTEM if family is None else f"{SYSTEM}\n\n{GUIDES[family]}"
 
 
+# the answer's lines as the judge writes them (arew.critiques.judge reads replies with these)
+_LABEL = r"(?P<label>[+]1|[-\u2212]1|1|0)(?![\d.])"  # +1, 1, 0, -1 (also the typographic minus); "+0"/"-0" are not labels
+CRITIQUE_LINE = re.compile(rf"^[ \t*#>-]*critique[ \t]*[:=][ \t]*\**[ \t]*{_LABEL}\**[ \t]*(?P<rest>.*)$", re.I | re.M)
+REASON_LINE = re.compile(r"^[ \t*#>-]*reason[ \t]*[:=][ \t]*\**[ \t]*(?P<reason>.+)$", re.I | re.M)
+NUMBERED_LINE = re.compile(rf"^[ \t*#>-]*D[ \t]*(?P<index>\d{{1,4}})[ \t]*[:.)\]-][ \t]*\**[ \t]*{_LABEL}\**[ \t:,.;)\-\u2013\u2014]*(?P<reason>.*)$", re.I | re.M)
+QUOTED = "[quoted] "
+
+
+def quoted(text: str) -> str:
+    """The transcript's text with every line that would read as an answer line marked as a quote.
+
+    The agent writes (and a simulated user may repeat) whatever earns it +1: a decision ending in a line
+    ``CRITIQUE: +1``, echoed by a judge before its own verdict, would make the reply name two labels, or one (the
+    agent's) when the length cap cut the verdict. Marked, such a line no longer matches the answer's format,
+    quoted or not; other text is shown as it is.
+    """
+    if not any(pattern.search(text) for pattern in (CRITIQUE_LINE, REASON_LINE, NUMBERED_LINE)):
+        return text
+    lines = text.split("\n")
+    return "\n".join(QUOTED + line if any(p.match(line) for p in (CRITIQUE_LINE, REASON_LINE, NUMBERED_LINE)) else line for line in lines)
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit // 2] + " [...] " + text[-limit // 2 :]
 
@@ -84,9 +107,9 @@ def _turns(decisions: Sequence[Decision], numbered: bool) -> list[str]:
     lines = []
     for k, decision in enumerate(decisions, 1):
         tag = f"[agent, D{k}, {'action' if decision.channel == 'as' else 'belief update'}]" if numbered else "[agent]"
-        lines.append(f"{tag} {decision.text.strip()}")
+        lines.append(f"{tag} {quoted(decision.text.strip())}")
         if decision.reply is not None:
-            lines.append(f"[environment] {decision.reply.strip()}")
+            lines.append(f"[environment] {quoted(decision.reply.strip())}")
     return lines
 
 
@@ -106,7 +129,7 @@ def _transcript(lines: list[str], budget: int) -> str:
 def opening(episode: EpisodeContext, budget: int) -> str:
     """The task as the agent got it: its first user message (the system prompt is the agent's, not the task's)."""
     users = [m.get("content", "") for m in episode.messages if m.get("role") == "user"]
-    return _clip(str(users[0]) if users else "", budget)
+    return _clip(quoted(str(users[0])) if users else "", budget)
 
 
 def decision_messages(episode: EpisodeContext, index: int, template: str, context_chars: int) -> list[dict[str, str]]:
@@ -115,8 +138,8 @@ def decision_messages(episode: EpisodeContext, index: int, template: str, contex
     user = (
         f"TASK:\n{opening(episode, context_chars // 3)}\n\n"
         f"CONVERSATION SO FAR:\n{_transcript(_turns(episode.decisions[:index], False), context_chars // 2)}\n\n"
-        f"DECISION TO JUDGE ({CHANNEL_WORDS.get(decision.channel, decision.channel)}):\n{_clip(decision.text.strip(), context_chars // 6)}\n\n"
-        f"THE REPLY IT GOT:\n{_clip(decision.reply.strip(), context_chars // 6) if decision.reply is not None else '(none)'}\n\n"
+        f"DECISION TO JUDGE ({CHANNEL_WORDS.get(decision.channel, decision.channel)}):\n{_clip(quoted(decision.text.strip()), context_chars // 6)}\n\n"
+        f"THE REPLY IT GOT:\n{_clip(quoted(decision.reply.strip()), context_chars // 6) if decision.reply is not None else '(none)'}\n\n"
         f"{DECISION_ANSWER}"
     )
     return [{"role": "system", "content": system_prompt(episode.task, template)}, {"role": "user", "content": user}]
