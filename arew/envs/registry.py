@@ -16,6 +16,8 @@ package takes most of a second to import).
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 
 from arew.envs.base import ActiveReasoningEnv
 from arew.envs.options import check_options
+from arew.envs.rows import SPLIT_ORDER
 from arew.envs.users import USER_OPTIONS, make_user, split_user_options
 from arew.plugins import NAME, TARGET, PluginRegistry, load_target
 
@@ -153,10 +156,18 @@ def load_audits() -> list[Any]:
 
 
 def prepare_task(
-    task_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int, source: str | None = None
+    task_name: str, out_dir: str | Path, n_train: int, n_val: int, n_test: int, seed: int, source: str | None = None,
+    reuse: bool = False,
 ) -> dict[str, Path]:
     """Write the task's verl parquet splits; ``source`` is the raw data of tasks built from public files
-    (for tau2, which ships its data, the task set; the sizes cap its splits)."""
+    (for tau2, which ships its data, the task set; the sizes cap its splits).
+
+    The folder's ``prepared.json`` records what made its files (:data:`PREPARED`), written after the last split
+    and removed before the first: ``reuse`` returns the files as they are when that record is this request's,
+    and prepares them again otherwise (another seed, size or source; an interrupted preparation, which left no
+    record)."""
+    out = Path(out_dir)
+    request = {"task": task_name, "n_train": n_train, "n_val": n_val, "n_test": n_test, "seed": seed, "source": _source_key(source)}
     for flag, size, least in (("--n-train", n_train, 1), ("--n-val", n_val, 0), ("--n-test", n_test, 0)):
         if isinstance(size, bool) or not isinstance(size, int) or size < least:
             raise ValueError(f"{flag}: rows of that split, at least {least}, got {size!r}")
@@ -165,8 +176,35 @@ def prepare_task(
         raise ValueError(f"task {task_name!r} is synthetic; it takes no --source")
     if spec.source == "required" and source is None:
         raise ValueError(f"task {task_name!r} needs --source: {spec.source_help}")
+    record = out / PREPARED
+    if reuse and _read_record(record) == request:
+        return {split: out / f"{split}.parquet" for split in SPLIT_ORDER}
     prepare: Callable[..., dict[str, Path]] = _load(spec, "prepare")
-    return prepare(task_name, out_dir, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed, source=source)
+    record.unlink(missing_ok=True)
+    paths = prepare(task_name, out_dir, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed, source=source)
+    partial = out / f".{PREPARED}.{os.getpid()}.partial"
+    partial.write_text(json.dumps(request, sort_keys=True) + "\n")
+    os.replace(partial, record)
+    return paths
+
+
+PREPARED = "prepared.json"
+"""The record of what made a folder's splits: the task, the sizes, the seed and the source (its path with the
+size and modification time of the file or folder it names, so that changed raw data is prepared again)."""
+
+
+def _source_key(source: str | None) -> Any:
+    if source is None or not Path(source).exists():
+        return source  # None, or a name (tau2's task set)
+    stat = Path(source).resolve().stat()
+    return {"path": str(Path(source).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _read_record(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def describe(specs: Sequence[TaskSpec] | None = None) -> str:

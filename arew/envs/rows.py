@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,13 @@ def write_splits(rows: dict[str, list[dict[str, Any]]], out_dir: str | Path) -> 
     paths = {}
     for split, split_rows in rows.items():
         paths[split] = out / f"{split}.parquet"
-        pd.DataFrame(split_rows).to_parquet(paths[split], index=False)
+        # written beside, then renamed over: an interrupted write never leaves a torn file under the split's name
+        partial = out / f".{split}.parquet.{os.getpid()}.partial"
+        try:
+            pd.DataFrame(split_rows).to_parquet(partial, index=False)
+            os.replace(partial, paths[split])
+        finally:
+            partial.unlink(missing_ok=True)
     return {split: paths[split] for split in SPLIT_ORDER}
 
 

@@ -108,8 +108,7 @@ def tiny_model(folder: Path, prompt_text: tuple[str, ...] = (), vocab_size: int 
 def prepare_data(task: str, data_dir: Path, source: str | None) -> None:
     from arew.envs.registry import prepare_task
 
-    if not (data_dir / task / "train.parquet").exists():
-        prepare_task(task, data_dir / task, n_train=32, n_val=4, n_test=4, seed=0, source=source)
+    prepare_task(task, data_dir / task, n_train=32, n_val=4, n_test=4, seed=0, source=source, reuse=True)
 
 
 def prompt_text(task: str, data_dir: Path) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ import pytest
 
 from arew.envs import registry
 from arew.envs.registry import TaskRegistryError, TaskSpec
+from arew.envs.rows import read_rows, write_splits
 
 BUILT_IN = ("pe-g-s2", "pe-g-s3", "pe-f-d6", "pe-f-d8", "mediq", "flodial-easy", "flodial-hard", "tau2-solo", "tau2-dual")
 
@@ -154,3 +155,26 @@ def test_source_rules_follow_the_spec(tmp_path):
         registry.prepare_task("mediq", tmp_path, 1, 1, 1, 0)
     with pytest.raises(KeyError, match="unknown task 'nope'; known: .*pe-g-s2"):
         registry.prepare_task("nope", tmp_path, 1, 1, 1, 0)
+
+
+def test_prepared_data_is_reused_only_for_the_request_that_made_it(tmp_path):
+    out = tmp_path / "pe"
+    sizes = {"n_train": 4, "n_val": 2, "n_test": 2}
+    train = registry.prepare_task("pe-g-s2", out, **sizes, seed=0)["train"]
+    first = train.stat().st_mtime_ns
+    registry.prepare_task("pe-g-s2", out, **sizes, seed=0, reuse=True)
+    assert train.stat().st_mtime_ns == first  # the same request: the files as they are
+    registry.prepare_task("pe-g-s2", out, **{**sizes, "n_train": 5}, seed=0, reuse=True)
+    assert len(read_rows(train)) == 5  # another size: prepared again
+    (out / registry.PREPARED).unlink()  # what an interrupted preparation leaves: no record
+    again = train.stat().st_mtime_ns
+    registry.prepare_task("pe-g-s2", out, **{**sizes, "n_train": 5}, seed=0, reuse=True)
+    assert train.stat().st_mtime_ns != again
+
+
+def test_a_split_that_fails_to_write_leaves_the_earlier_file_whole_and_no_partial_one(tmp_path):
+    write_splits({"train": [{"a": 1}], "validation": [{"a": 2}], "test": [{"a": 3}]}, tmp_path)
+    with pytest.raises(ValueError):  # pyarrow cannot write an arbitrary object
+        write_splits({"train": [{"a": 4}], "validation": [{"a": object()}], "test": [{"a": 5}]}, tmp_path)
+    assert read_rows(tmp_path / "validation.parquet") == [{"a": 2}]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["test.parquet", "train.parquet", "validation.parquet"]
