@@ -264,6 +264,32 @@ def append_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         handle.write("".join(utf8_json(row) + "\n" for row in rows))
 
 
+def drop_rows_from(path: Path, step: int) -> int:
+    """Remove the rows of ``step`` and later from a rollout table (and a line a kill cut short); the rows dropped.
+
+    A run resumed from its checkpoint at ``step`` trains that step again: the rows an interrupted run wrote for it
+    (or later) describe episodes nobody trained on, and would stand beside the new ones in the report.
+    """
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            keep = isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step
+        except ValueError:
+            keep = False
+        if keep:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text("".join(kept), encoding="utf-8")
+        partial.replace(path)
+    return dropped
+
+
 def utf8_json(value: Any) -> str:
     """JSON text that encodes as UTF-8, whatever strings ``value`` holds: text with a code point UTF-8 cannot encode
     (a lone surrogate from some server's reply) is written with ASCII escapes instead, which read back the same."""

@@ -92,6 +92,35 @@ class SmokeRun:
     def log_path(self) -> Path:
         return self.folder / "main_ppo.log"
 
+    def history(self) -> list[dict[str, float]]:
+        """Every training step the folder's runs logged, one entry per step: a resumed run's own entry for the
+        steps it ran again, the earlier attempts' (:func:`keep_earlier_metrics`) for the steps before it."""
+        by_step: dict[int, dict[str, float]] = {}
+        for path in [*earlier_metrics(self.folder), self.metrics_path]:
+            for data in read_metrics(path)[0]:
+                by_step[int(data["training/global_step"])] = data
+        return [by_step[step] for step in sorted(by_step)]
+
+
+ATTEMPT = "metrics.attempt{:03d}.jsonl"
+
+
+def earlier_metrics(folder: Path) -> list[Path]:
+    """The metrics files of the folder's earlier runs, oldest first."""
+    return sorted(folder.glob("metrics.attempt*.jsonl"))
+
+
+def keep_earlier_metrics(folder: Path) -> Path | None:
+    """Before a run in ``folder``: keep the last run's metrics under the next attempt's name (verl's file logger
+    truncates its file at start-up), so that a resume, which logs from its checkpoint's step on, loses none."""
+    current = folder / "metrics.jsonl"
+    if not current.exists() or current.stat().st_size == 0:
+        current.unlink(missing_ok=True)
+        return None
+    kept = folder / ATTEMPT.format(len(earlier_metrics(folder)) + 1)
+    current.rename(kept)
+    return kept
+
 
 def tiny_model(folder: Path, prompt_text: tuple[str, ...] = (), vocab_size: int = 600) -> Path:
     """The offline tiny Qwen2 and its tokenizer as a Hugging Face folder (built once); the
@@ -206,7 +235,7 @@ def run(
         overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
     argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout, config_dir)
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")
-    (folder / "metrics.jsonl").unlink(missing_ok=True)
+    keep_earlier_metrics(folder)
     started = time.perf_counter()
     with open(folder / "main_ppo.log", "w") as log:
         process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder)
@@ -236,9 +265,11 @@ def run(
 
 
 def summary(result: SmokeRun) -> str:
+    history = result.history()
     lines = [
         f"arew smoke: {len(result.steps)} training steps in {result.wall_seconds:.0f} s (exit {result.returncode}), "
         f"{result.start_up_seconds:.0f} s of it start-up and shutdown"
+        + (f"; {len(history)} steps in the folder with its earlier runs" if len(history) != len(result.steps) else "")
     ]
     for data in result.steps:
         times = ", ".join(f"{name} {data[key]:.2f}" for name, key in TIMING_KEYS.items() if key in data)
@@ -279,6 +310,6 @@ def main(args: argparse.Namespace) -> None:
         raise SystemExit("--steps must be at least 1")
     result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster, rollout=args.rollout, config_dir=args.config_dir)
     print(summary(result))
-    if result.returncode != 0 or len(result.steps) < args.steps:
+    if result.returncode != 0 or len(result.history()) < args.steps:
         print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)
         raise SystemExit(1)

@@ -61,6 +61,7 @@ from arew.metrics.rollouts import (
     append_jsonl,
     build_row,
     decisions_of,
+    drop_rows_from,
     sample_indices,
     table,
     write_run_record,
@@ -464,7 +465,14 @@ class AReWStage:
         if not rows:
             return
         folder = settings.folder(self.config.trainer.get("default_local_dir"))
-        append_jsonl(folder / f"{split}.jsonl", rows)
+        path = folder / f"{split}.jsonl"
+        started = getattr(self, "_rollout_tables_started", set())
+        if split not in started:  # this process's first rows: an earlier, interrupted run's rows of this step on go
+            dropped = drop_rows_from(path, step)
+            if dropped:
+                logger.warning("rollouts: %d rows of step %d and later, written by a run that did not finish them, removed from %s", dropped, step, path)
+            self._rollout_tables_started = started | {split}
+        append_jsonl(path, rows)
         # the group the report draws this run in: W&B's run group when set, else the experiment name its seeds share
         write_run_record(folder, os.environ.get("WANDB_RUN_GROUP") or str(self.config.trainer.experiment_name))
         tracking = getattr(self, "logger", None)  # verl's Tracking, made in fit()

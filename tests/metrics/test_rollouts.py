@@ -16,6 +16,7 @@ from arew.metrics.rollouts import (
     build_row,
     critique_line,
     decisions_of,
+    drop_rows_from,
     last_user_message,
     sample_indices,
     table,
@@ -164,3 +165,13 @@ def test_a_row_holding_a_lone_surrogate_is_written_as_utf8_and_reads_back_the_sa
     lines = path.read_bytes().decode("utf-8").splitlines()  # strict UTF-8: the file is valid text
     assert [json.loads(line) for line in lines] == rows
     assert "héllo" in lines[1]  # rows without such a code point stay readable UTF-8
+
+
+def test_a_resumed_run_drops_the_interrupted_run_s_rows_of_its_step_and_later_and_a_torn_line(tmp_path):
+    path = tmp_path / "train.jsonl"
+    append_jsonl(path, [{"step": 1, "episode": "a"}, {"step": 2, "episode": "b"}, {"step": 3, "episode": "c"}])
+    with open(path, "a") as handle:
+        handle.write('{"step": 3, "epis')  # killed mid-line
+    assert drop_rows_from(path, 2) == 3
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"step": 1, "episode": "a"}]
+    assert drop_rows_from(path, 2) == 0 and drop_rows_from(tmp_path / "absent.jsonl", 1) == 0

@@ -52,3 +52,17 @@ def test_a_hung_run_is_killed_at_the_timeout(tmp_path, monkeypatch):
     result = smoke.run(out=tmp_path, timeout=1, model=tmp_path)
     assert result.returncode != 0 and result.wall_seconds < 30
     assert "killed after the 1 s timeout" in result.log_path.read_text()
+
+
+def test_a_rerun_in_the_same_folder_keeps_the_earlier_run_s_steps(tmp_path):
+    from arew.verl_plugin.smoke import SmokeRun, earlier_metrics, keep_earlier_metrics
+
+    def steps(*numbers):
+        return "".join(f'{{"step": {n}, "data": {{"training/global_step": {n}, "run": {len(earlier_metrics(tmp_path))}}}}}\n' for n in numbers)
+
+    (tmp_path / "metrics.jsonl").write_text(steps(1, 2))  # killed after step 2, before its checkpoint
+    keep_earlier_metrics(tmp_path)  # what arew smoke does before the resumed run, whose logger truncates the file
+    (tmp_path / "metrics.jsonl").write_text(steps(2, 3, 4))  # the resume restarts at the saved step 2
+    history = SmokeRun(tmp_path, 0).history()
+    assert [(s["step"], s["run"]) for s in history] == [(1, 0), (2, 1), (3, 1), (4, 1)]
+    assert keep_earlier_metrics(tmp_path).name == "metrics.attempt002.jsonl" and not (tmp_path / "metrics.jsonl").exists()
