@@ -168,20 +168,45 @@ def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
     return steps, validation
 
 
-def command(
-    task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str], rollout: str = "hf",
-    config_dir: Path | None = None,
+def hydra_overrides(
+    task: str, algo: str, variant: str, model: Path, folder: Path, steps: int, overrides: list[str], rollout: str = "hf"
 ) -> list[str]:
+    """The recipe's overrides of a smoke run: its groups, model, steps and folder, the small sizes, the user's."""
     return [
-        sys.executable, "-m", "verl.trainer.main_ppo",
-        "--config-path", CONFIG_PATH, "--config-name", "recipe",
-        *(["--config-dir", str(config_dir)] if config_dir else []),
         f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={BACKENDS[rollout]}",
         f"actor_rollout_ref.model.path={model}",
         f"trainer.total_training_steps={steps}",
         f"trainer.default_local_dir={folder / 'checkpoints'}",
         *SMOKE_OVERRIDES, *overrides,
     ]  # fmt: skip
+
+
+def command(overrides: list[str], config_dir: Path | None = None) -> list[str]:
+    return [
+        sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", CONFIG_PATH, "--config-name", "recipe",
+        *(["--config-dir", str(config_dir)] if config_dir else []), *overrides,
+    ]
+
+
+def check_config(overrides: list[str], config_dir: Path | None, env: dict[str, str]) -> None:
+    """The run's config composed and checked in this process as the trainer's start-up checks it, before Ray and
+    verl's processes start (half a minute): a bad value is refused at once, naming its key, on the console."""
+    from hydra import compose, initialize_config_module
+
+    from arew.verl_plugin.trainer import validate_arew_setup
+
+    searchpath = [f"hydra.searchpath=[pkg://verl.trainer.config,file://{config_dir}]"] if config_dir else []
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)  # the run's own (AREW_DATA_DIR, VERL_PLATFORM), which its config reads
+    try:
+        with initialize_config_module("arew.configs", version_base=None):
+            validate_arew_setup(compose("recipe", overrides=[*overrides, *searchpath]))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def run(
@@ -199,10 +224,12 @@ def run(
     env: dict[str, str] | None = None,
     rollout: str = "hf",
     config_dir: str | Path | None = None,
+    check: bool = False,
 ) -> SmokeRun:
     """Run ``main_ppo`` on the CPU backend in ``out`` (model, data, checkpoints, metrics.jsonl, main_ppo.log);
     ``env`` adds environment variables (e.g. WANDB_MODE) to the run's; ``rollout`` is ``hf`` or ``vllm``;
-    ``config_dir`` is a folder of extra Hydra configs (a plugin task's ``task/<name>.yaml``)."""
+    ``config_dir`` is a folder of extra Hydra configs (a plugin task's ``task/<name>.yaml``); ``check`` composes and
+    checks the config in this process first (:func:`check_config`: ``arew smoke`` does)."""
     if rollout not in BACKENDS:
         raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(BACKENDS)}")
     folder = Path(out).resolve()
@@ -233,7 +260,10 @@ def run(
         keys = (*CLUSTER_ENV, *(VLLM_CPU_ENV if rollout == "vllm" else ()))
         forwarded = [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{env[key]}'" for key in keys]
         overrides = [*CLUSTER_OVERRIDES, *forwarded, *overrides]
-    argv = command(task, algo, variant, model_dir, folder, steps, list(overrides), rollout, config_dir)
+    run_overrides = hydra_overrides(task, algo, variant, model_dir, folder, steps, list(overrides), rollout)
+    if check:
+        check_config(run_overrides, config_dir, {key: env[key] for key in ("VERL_PLATFORM", "AREW_DATA_DIR")})
+    argv = command(run_overrides, config_dir)
     (folder / "command.txt").write_text(shlex.join(argv) + "\n")
     keep_earlier_metrics(folder)
     started = time.perf_counter()
@@ -308,7 +338,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     if args.steps < 1:
         raise SystemExit("--steps must be at least 1")
-    result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source, echo=not args.quiet, cluster=args.cluster, rollout=args.rollout, config_dir=args.config_dir)
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        result = run(args.task, args.algo, args.variant, args.out, args.steps, args.overrides, args.model, args.source,
+                     echo=not args.quiet, cluster=args.cluster, rollout=args.rollout, config_dir=args.config_dir, check=True)  # fmt: skip
+    except (ValueError, KeyError, HydraException, OmegaConfBaseException) as error:  # the config, before any process started
+        raise SystemExit(f"arew smoke: {error}") from None
     print(summary(result))
     if result.returncode != 0 or len(result.history()) < args.steps:
         print(f"arew smoke: FAILED (see {result.log_path})", file=sys.stderr)
