@@ -313,6 +313,14 @@ def summary(result: SmokeRun) -> str:
             f"    reward {data.get('critic/score/mean', float('nan')):.3f}  critiques {counts}  "
             f"both signs {data.get('arew/both_signs_frac', 0):.2f}  actor/grad_norm {data.get('actor/grad_norm', float('nan')):.4f}"
         )
+    missing = sum(data.get("episode/critique_missing/mean", 0.0) for data in history)
+    asked = sum(data.get("episode/critique_decisions/mean", 0.0) for data in history)
+    if asked:  # a critique source beside the rules (arew_agent.critiques.source)
+        share = missing / asked
+        lines.append(
+            f"  critique source: no label for {share:.0%} of the decisions (arew_agent.critiques.on_missing decided them)"
+            + ("; MOST DECISIONS TRAINED WITHOUT THE SOURCE: is its server up? (episode/critique_* in the metrics)" if share > 0.5 else "")
+        )
     lines += [f"  metrics: {result.metrics_path}", f"  log:     {result.log_path}"]
     return "\n".join(lines)
 

@@ -1,5 +1,6 @@
 """``arew smoke``'s command line: it fails loudly when verl's run does not complete."""
 
+import json
 import subprocess
 import sys
 
@@ -71,3 +72,17 @@ def test_a_rerun_in_the_same_folder_keeps_the_earlier_run_s_steps(tmp_path):
     history = SmokeRun(tmp_path, 0).history()
     assert [(s["step"], s["run"]) for s in history] == [(1, 0), (2, 1), (3, 1), (4, 1)]
     assert keep_earlier_metrics(tmp_path).name == "metrics.attempt002.jsonl" and not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_the_summary_names_a_critique_source_that_labelled_few_decisions(tmp_path):
+    from arew.verl_plugin.smoke import SmokeRun, summary
+
+    entry = {"training/global_step": 1, "episode/critique_decisions/mean": 8.0, "episode/critique_missing/mean": 7.0}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": entry}) + "\n")
+    result = SmokeRun(tmp_path, 0)
+    result.steps = result.history()
+    text = summary(result)
+    assert "no label for 88% of the decisions" in text and "MOST DECISIONS TRAINED WITHOUT THE SOURCE" in text
+    entry["episode/critique_missing/mean"] = 0.0
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": entry}) + "\n")
+    assert "no label for 0% of the decisions" in summary(result) and "MOST" not in summary(result)
