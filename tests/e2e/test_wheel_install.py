@@ -32,7 +32,8 @@ pytestmark = pytest.mark.e2e
 
 
 def _copy_sources(target: Path) -> list[Path]:
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "tests")
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    target.mkdir(parents=True)
     for name in PROJECT:
         source = ROOT / name
         shutil.copytree(source, target / name, ignore=skip) if source.is_dir() else shutil.copy(source, target / name)

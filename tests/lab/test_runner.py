@@ -46,7 +46,7 @@ def test_the_console_carries_only_the_project_s_lines(quick_console):
     # workers too); the lab imports verl's functions with those notices silenced (arew.verl_plugin.algorithms)
     _, console = quick_console
     assert "Warning" not in console and "WARNING" not in console and "verl" not in console, console[:3000]
-    assert "arew lab: 4 runs of" in console and "| ppo-vanilla |" in console
+    assert "arew lab: 8 runs of" in console and "| ppo-vanilla |" in console
 
 
 def test_results_csv_has_one_complete_row_per_variant(quick_run):
