@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
+from arew.verl_plugin.cpu.platform import PLATFORM_NAME, PlatformCPU
+
 # verl imports each checkpoint engine it ships when its workers load; this one (Ascend NPUs only) imports vLLM,
 # 1-1.5 s of CPU in each of a run's half-dozen processes. On the CPU platform it is left out, and verl records it as
 # unavailable, as on any machine without vLLM; the CPU backend syncs weights with verl's naive engine.
@@ -23,7 +25,7 @@ _activation_error: BaseException | None = None
 
 
 def selected() -> bool:
-    return os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu"  # PLATFORM_NAME, without importing verl
+    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM_NAME
 
 
 def activate() -> None:
@@ -61,10 +63,5 @@ def _load_hf_replica():
 
     return HFReplica
 
-
-# Last: the platform imports verl, whose import loads the plugin's registration (arew.verl_plugin), which
-# calls selected() and activate() above. A process whose first import is a module of this package (a Ray worker
-# unpickling the hf rollout's server) gets here with the functions defined, so the registration finds them.
-from arew.verl_plugin.cpu.platform import PLATFORM_NAME, PlatformCPU  # noqa: E402
 
 __all__ = ["PlatformCPU", "activate", "require_ready", "selected"]
