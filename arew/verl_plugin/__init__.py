@@ -11,15 +11,14 @@ stderr, and re-raised.
 verl's own import reports every accelerator and training engine it lacks, in each process that imports it
 (a platform fallback logged at WARNING, a ``UserWarning`` per missing engine). In a process whose first import of
 verl is this package's (``arew smoke``, the CPU lab's workers, a Ray worker unpickling one of the plugin's classes)
-those notices are left out, below ERROR unless ``VERL_LOGGING_LEVEL`` is set, so the project's consoles carry the
-project's own lines; processes that import verl first (verl's trainer and workers) show them as verl does.
+those notices are left out (what verl logs at ERROR still shows), so the project's consoles carry the project's
+own lines; processes that import verl first (verl's trainer and workers) show them as verl does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import traceback
 import warnings
@@ -29,17 +28,18 @@ logger = logging.getLogger("arew")
 
 @contextlib.contextmanager
 def _verl_notices_silenced():
-    """verl's import-time notices left out (see the module docstring); what verl logs at ERROR still shows."""
-    level = os.environ.get("VERL_LOGGING_LEVEL")
-    os.environ["VERL_LOGGING_LEVEL"] = level or "ERROR"  # verl's logger reads it when verl is first imported
+    """verl's import-time notices left out (see the module docstring): the engines' ``UserWarning``s, and the
+    platform manager's logger raised to ERROR for the import only (verl's other loggers keep their levels)."""
+    from verl.plugin.platform import platform_manager
+
+    level = platform_manager.logger.level
+    platform_manager.logger.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".* engine is not available: .*", category=UserWarning)
             yield
     finally:
-        if level is None:
-            del os.environ["VERL_LOGGING_LEVEL"]
-            logging.getLogger("verl").setLevel(logging.WARNING)  # verl's later notices show again
+        platform_manager.logger.setLevel(level)
 
 
 try:
