@@ -17,7 +17,6 @@ package takes most of a second to import).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from arew.envs.base import ActiveReasoningEnv
 from arew.envs.options import check_options
-from arew.envs.rows import SPLIT_ORDER
+from arew.envs.rows import SPLIT_ORDER, replaced_whole
 from arew.envs.users import USER_OPTIONS, make_user, split_user_options
 from arew.plugins import NAME, TARGET, PluginRegistry, load_target
 
@@ -182,9 +181,8 @@ def prepare_task(
     prepare: Callable[..., dict[str, Path]] = _load(spec, "prepare")
     record.unlink(missing_ok=True)
     paths = prepare(task_name, out_dir, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed, source=source)
-    partial = out / f".{PREPARED}.{os.getpid()}.partial"
-    partial.write_text(json.dumps(request, sort_keys=True) + "\n")
-    os.replace(partial, record)
+    with replaced_whole(record) as partial:
+        partial.write_text(json.dumps(request, sort_keys=True) + "\n")
     return paths
 
 

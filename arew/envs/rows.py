@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,14 +59,21 @@ def write_splits(rows: dict[str, list[dict[str, Any]]], out_dir: str | Path) -> 
     paths = {}
     for split, split_rows in rows.items():
         paths[split] = out / f"{split}.parquet"
-        # written beside, then renamed over: an interrupted write never leaves a torn file under the split's name
-        partial = out / f".{split}.parquet.{os.getpid()}.partial"
-        try:
+        with replaced_whole(paths[split]) as partial:
             pd.DataFrame(split_rows).to_parquet(partial, index=False)
-            os.replace(partial, paths[split])
-        finally:
-            partial.unlink(missing_ok=True)
     return {split: paths[split] for split in SPLIT_ORDER}
+
+
+@contextlib.contextmanager
+def replaced_whole(path: Path) -> Iterator[Path]:
+    """A file to write in ``path``'s place: written beside it, then renamed over it when the block ends without
+    an error, so an interrupted write never leaves a torn file under ``path`` (the old one stays, or none)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

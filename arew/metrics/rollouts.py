@@ -26,6 +26,7 @@ import torch
 
 from arew.core.records import CHANNEL_INDEX, Segments
 from arew.core.transforms import turn_index
+from arew.envs.rows import replaced_whole
 from arew.schema import not_blank, parse_section, setting
 
 logger = logging.getLogger(__name__)
@@ -284,9 +285,8 @@ def drop_rows_from(path: Path, step: int) -> int:
         else:
             dropped += 1
     if dropped:
-        partial = path.with_name(f".{path.name}.partial")
-        partial.write_text("".join(kept), encoding="utf-8")
-        partial.replace(path)
+        with replaced_whole(path) as partial:
+            partial.write_text("".join(kept), encoding="utf-8")
     return dropped
 
 
