@@ -274,7 +274,7 @@ def drop_rows_from(path: Path, step: int) -> int:
     if not path.exists():
         return 0
     kept, dropped = [], 0
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in filter(None, path.read_text(encoding="utf-8").split("\n")):  # rows end at "\n" only (utf8_json)
         try:
             row = json.loads(line)
             keep = isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step
@@ -290,15 +290,21 @@ def drop_rows_from(path: Path, step: int) -> int:
     return dropped
 
 
+# what str.splitlines() (and most line readers) end a line at, besides "\n": JSON leaves them raw in its strings
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def utf8_json(value: Any) -> str:
-    """JSON text that encodes as UTF-8, whatever strings ``value`` holds: text with a code point UTF-8 cannot encode
-    (a lone surrogate from some server's reply) is written with ASCII escapes instead, which read back the same."""
+    """JSON text that encodes as UTF-8 and holds no line break, whatever strings ``value`` holds: a code point UTF-8
+    cannot encode (a lone surrogate from some server's reply) makes the text ASCII-escaped, and the line
+    separators JSON keeps raw (U+0085, U+2028, U+2029, which a model may write) are escaped; both read back the
+    same, and a JSON-lines file stays one row per line for any reader."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, allow_nan=False)
-    return text
+    return text.translate(_LINE_BREAKS)
 
 
 TABLE_COLUMNS = ("step", "episode", "task", "reward", "failure", "critiques", "coef_pos", "coef_neg", "transcript", "prompt")

@@ -175,3 +175,12 @@ def test_a_resumed_run_drops_the_interrupted_run_s_rows_of_its_step_and_later_an
     assert drop_rows_from(path, 2) == 3
     assert [json.loads(line) for line in path.read_text().splitlines()] == [{"step": 1, "episode": "a"}]
     assert drop_rows_from(path, 2) == 0 and drop_rows_from(tmp_path / "absent.jsonl", 1) == 0
+
+
+def test_a_row_holding_a_line_separator_stays_one_line_for_any_reader(tmp_path):
+    # a model may write U+0085, U+2028 or U+2029; JSON keeps them raw, str.splitlines() ends a line at each
+    path = tmp_path / "train.jsonl"
+    rows = [{"step": 1, "transcript": "a\x85b\u2028c\u2029d"}, {"step": 2, "transcript": "e"}]
+    append_jsonl(path, rows)
+    assert [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] == rows
+    assert drop_rows_from(path, 2) == 1 and [json.loads(line) for line in path.read_text().splitlines()] == rows[:1]
