@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_lab_arguments(lab)
     lab.set_defaults(func=lab_main)
 
+    from arew.lab.lm.experiment import add_arguments as add_lm_lab_arguments
+    from arew.lab.lm.experiment import main as lm_lab_main
+
+    lm_lab = commands.add_parser("lm-lab", help="self-locking and AReW's escape with a small language model, through verl's main_ppo on the CPU")
+    add_lm_lab_arguments(lm_lab)
+    lm_lab.set_defaults(func=lm_lab_main)
+
     from arew.eval.cli import add_arguments as add_eval_arguments
     from arew.eval.cli import main as eval_main
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from arew.configs import CPU_ROLLOUT_BACKENDS
 from arew.markdown_blocks import replace_block
 from arew.verl_plugin import smoke
 
@@ -95,7 +96,7 @@ def engines_table(args) -> list[str]:
     header = ("model", "engine", "start-up and shutdown", *ENGINE_COLUMNS, "peak memory (GB)")
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for model in args.models:
-        for engine in smoke.BACKENDS:
+        for engine in CPU_ROLLOUT_BACKENDS:
             result, peak = run(args, os.path.join(args.out, "engines", model, engine), rollout=engine, model=model_folder(model))
             row = [model, engine, f"{result.start_up_seconds:.0f}", *cells(result.steps[-1], ENGINE_COLUMNS), f"{peak:.1f}"]
             lines.append("| " + " | ".join(row) + " |")

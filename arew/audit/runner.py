@@ -125,11 +125,19 @@ class _ScriptedTranscript:
         return self.policy(self._view("counterfactual_action", belief))
 
 
-async def play_policy(audit: TaskAudit, policy: Policy, extra_info: dict[str, Any], session: int = 0) -> tuple[float, EpisodeLog]:
-    """One episode of ``policy`` on a row: its reward and the driver's log."""
-    env = make_env(audit.task, extra_info, episode_seed(episode_name(extra_info, session)), **audit.env_options)
+async def play_scripted(
+    task: str, policy: Policy, extra_info: dict[str, Any], session: int = 0, env_options: dict[str, Any] | None = None
+) -> tuple[ActiveReasoningEnv, EpisodeLog]:
+    """One episode of ``policy`` on a row of ``task``, seeded as in training: the finished environment and the driver's log."""
+    env = make_env(task, extra_info, episode_seed(episode_name(extra_info, session)), **(env_options or {}))
     log = EpisodeLog()
     await play(env, _ScriptedTranscript(policy, env), log)
+    return env, log
+
+
+async def play_policy(audit: TaskAudit, policy: Policy, extra_info: dict[str, Any], session: int = 0) -> tuple[float, EpisodeLog]:
+    """One episode of ``policy`` on a row: its reward and the driver's log."""
+    env, log = await play_scripted(audit.task, policy, extra_info, session, audit.env_options)
     return float(env.reward()), log
 
 

@@ -13,6 +13,13 @@ from pathlib import Path
 CONFIG_DIR = Path(__file__).resolve().parent
 # what Hydra's --config-path takes (verl.trainer.main_ppo's and arew smoke's command line, the recipes)
 CONFIG_PATH = "pkg://arew.configs"
+# a CPU rollout engine -> its config of the backend group (``backend/cpu.yaml``: the hf sampler; ``cpu_vllm``: vLLM's CPU build)
+CPU_ROLLOUT_BACKENDS = {"hf": "cpu", "vllm": "cpu_vllm"}
+
+
+def group_options(group: str) -> tuple[str, ...]:
+    """The options of one of the recipe's config groups (``algo``, ``variant``, ``backend``), by file name."""
+    return tuple(sorted(path.stem for path in (CONFIG_DIR / group).glob("*.yaml")))
 
 
 def task_config_dirs() -> list[Path]:

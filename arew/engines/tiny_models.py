@@ -47,23 +47,26 @@ def build_chat_tokenizer(extra_text: Sequence[str] = (), vocab_size: int = 600):
     )
 
 
-def build_tiny_model(tokenizer, seed: int = 0):
-    """A two-layer, 64-wide Qwen2 causal LM with random weights over ``tokenizer``'s vocabulary.
+def build_tiny_model(tokenizer, seed: int = 0, *, hidden_size: int = 64, layers: int = 2, heads: int = 2, kv_heads: int = 1):
+    """A small Qwen2 causal LM with random weights over ``tokenizer``'s vocabulary (by default two layers, 64 wide).
 
-    Two heads of 32 and one key-value head: 32 is the smallest head size vLLM's CPU attention
-    supports (``vllm/v1/attention/backends/cpu_attn.py``), so the same model runs on both engines.
+    By default two heads of 32 and one key-value head: 32 is the smallest head size vLLM's CPU attention
+    supports (``vllm/v1/attention/backends/cpu_attn.py``), so the same model runs on both engines; a larger
+    model keeps its head size (``hidden_size / heads``) among those sizes. The MLP is twice as wide as the model.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    if hidden_size % heads or heads % kv_heads:
+        raise ValueError(f"hidden_size {hidden_size} must split into {heads} heads, and the heads into {kv_heads} key-value heads")
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=8192,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -45,11 +45,13 @@ class TaskSpec:
     built from raw data the user gives (``--source``): "none" (synthetic), "optional" or "required";
     ``source_help`` says what that data is.
 
-    Two optional targets: ``generate(task, sizes, seed)`` returns the ``extra_info`` rows of each split in
+    Three optional targets: ``generate(task, sizes, seed)`` returns the ``extra_info`` rows of each split in
     memory (``sizes`` maps a split name to its row count; a synthetic task's rows, for the CPU lab, which trains
     without writing files); ``audit`` names the package's critique audits, a sequence of
     :class:`arew.audit.runner.TaskAudit` (``arew.audit.audits`` collects them, ``benchmarks/critique_exploits.py``
-    plays them).
+    plays them); ``demonstrations(inform, update, seed)`` returns a scripted player (an
+    :class:`arew.audit.runner.Policy` for one episode) whose question informativeness and belief-update quality
+    are probabilities, whose transcripts fine-tune a language model before RL (``arew lm-lab``).
     """
 
     name: str
@@ -60,11 +62,12 @@ class TaskSpec:
     source_help: str = ""
     generate: str = ""
     audit: str = ""
+    demonstrations: str = ""
 
     def __post_init__(self) -> None:
         if not NAME.fullmatch(self.name):
             raise TaskRegistryError(f"task name {self.name!r}: use lower-case letters, digits, '-', '_' or '.'")
-        for field_name in ("env", "prepare", "generate", "audit"):
+        for field_name in ("env", "prepare", "generate", "audit", "demonstrations"):
             target = getattr(self, field_name)
             if (target or field_name in ("env", "prepare")) and not TARGET.fullmatch(target):
                 raise TaskRegistryError(
@@ -143,6 +146,14 @@ def generate_rows(task_name: str, sizes: dict[str, int], seed: int) -> dict[str,
     if not spec.generate:
         raise TaskRegistryError(f"task {task_name!r} generates no rows in memory (its spec has no generate); prepare its files instead")
     return _load(spec, "generate")(task_name, sizes, seed)
+
+
+def demonstration_player(task_name: str, inform: float, update: float, seed: int) -> Any:
+    """One episode's scripted player of the task's ``demonstrations`` (see :class:`TaskSpec`)."""
+    spec = task_spec(task_name)
+    if not spec.demonstrations:
+        raise TaskRegistryError(f"task {task_name!r} has no scripted demonstrations (its spec names none)")
+    return _load(spec, "demonstrations")(inform, update, seed)
 
 
 def load_audits() -> list[Any]:

@@ -19,17 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arew.configs import CONFIG_DIR, CONFIG_PATH, task_config_dirs
+from arew.configs import CONFIG_DIR, CONFIG_PATH, CPU_ROLLOUT_BACKENDS, group_options, task_config_dirs
 
 # tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
 PROMPT_TRAINED_TOKENIZER = {"tau2-solo": 2000, "tau2-dual": 2000}
-ALGOS = tuple(sorted(path.stem for path in (CONFIG_DIR / "algo").glob("*.yaml")))  # the recipes' algorithms
-# rollout engine -> the CPU backend's config group (arew/configs/backend/)
-BACKENDS = {"hf": "cpu", "vllm": "cpu_vllm"}
+ALGOS = group_options("algo")  # the recipes' algorithms
 # vLLM CPU sizes its KV cache from this (GiB); its own default (4) is more than a tiny run needs
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-VARIANTS = ("vanilla", "as_only", "as_bt")
+VARIANTS = group_options("variant")
 
 # Sizes that fit a 2-core machine in minutes; everything else is the recipe's.
 SMOKE_OVERRIDES = (
@@ -173,7 +171,7 @@ def hydra_overrides(
 ) -> list[str]:
     """The recipe's overrides of a smoke run: its groups, model, steps and folder, the small sizes, the user's."""
     return [
-        f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={BACKENDS[rollout]}",
+        f"task={task}", f"algo={algo}", f"variant={variant}", f"+backend={CPU_ROLLOUT_BACKENDS[rollout]}",
         f"actor_rollout_ref.model.path={model}",
         f"trainer.total_training_steps={steps}",
         f"trainer.default_local_dir={folder / 'checkpoints'}",
@@ -230,8 +228,8 @@ def run(
     ``env`` adds environment variables (e.g. WANDB_MODE) to the run's; ``rollout`` is ``hf`` or ``vllm``;
     ``config_dir`` is a folder of extra Hydra configs (a plugin task's ``task/<name>.yaml``); ``check`` composes and
     checks the config in this process first (:func:`check_config`: ``arew smoke`` does)."""
-    if rollout not in BACKENDS:
-        raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(BACKENDS)}")
+    if rollout not in CPU_ROLLOUT_BACKENDS:
+        raise ValueError(f"rollout: {rollout!r} is not a CPU rollout engine; choose one of {sorted(CPU_ROLLOUT_BACKENDS)}")
     folder = Path(out).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     config_dir = Path(config_dir).resolve() if config_dir is not None else None
@@ -333,7 +331,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a folder of extra Hydra configs for main_ppo, e.g. a plugin task's task/NAME.yaml")  # fmt: skip
     parser.add_argument("--algo", default="grpo", choices=ALGOS)
     parser.add_argument("--variant", default="as_bt", choices=VARIANTS)
-    parser.add_argument("--rollout", default="hf", choices=sorted(BACKENDS), help="rollout engine: the hf sampler or verl's vLLM rollout on vLLM's CPU build (default hf)")
+    parser.add_argument("--rollout", default="hf", choices=sorted(CPU_ROLLOUT_BACKENDS), help="rollout engine: the hf sampler or verl's vLLM rollout on vLLM's CPU build (default hf)")
     parser.add_argument("--steps", type=int, default=2, help="training steps (default 2)")
     parser.add_argument("--out", default="runs/smoke", help="run folder (default runs/smoke)")
     parser.add_argument("--model", default=None, help="Hugging Face model folder (default: a tiny random Qwen2 built offline)")

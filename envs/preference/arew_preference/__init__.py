@@ -12,6 +12,7 @@ TASK_SPECS = tuple(
         prepare="arew_preference.data:prepare",
         generate="arew_preference.data:generate",
         audit="arew_preference.audit:AUDITS",
+        demonstrations="arew_preference.demonstrations:KnobPlayer" if v.subset_size == 2 else "",
         description=(
             f"preference estimation, {'PE-Gated' if v.reward_kind == 'binary' else 'PE-Full'}: "
             f"{v.subset_size} of {v.n_attrs} attributes, {v.max_turns} turns (synthetic)"

@@ -1,0 +1,207 @@
+"""``arew lm-lab``: self-locking and AReW's escape with a language-model policy, through verl's ``main_ppo``.
+
+The chain, each stage cached or resumed so that a rerun of the same command finishes what is missing:
+
+1. the warm starts (:mod:`arew.lab.lm.warm_start`): the *locked* policy the experiment trains, and a
+   *competent* one built the same way on competent transcripts, which shows that the task is learnable at
+   this model size;
+2. calibration (:mod:`arew.lab.lm.calibration`): both played on the validation episodes before any RL;
+3. the arms: for every algorithm, variant and seed, the recipe a GPU user runs (``task``, ``algo``,
+   ``variant`` on ``arew/configs/recipe.yaml``) through :func:`arew.verl_plugin.smoke.run` on the CPU backend
+   with the warm start as ``actor_rollout_ref.model.path`` and :meth:`LMLab.overrides` as the sizes;
+4. the outputs (:mod:`arew.lab.lm.report`): a table with intervals over seeds, PNG curves, the per-step time
+   split, ``arew report``'s offline page; W&B offline runs when ``--wandb`` is given.
+
+``--model PATH`` skips stages 1-2 and trains that model instead (an instruct model on a GPU node: pass the
+recipe's own sizes as overrides and leave out the CPU backend: see docs/guides/lm-lab.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from arew.configs import CPU_ROLLOUT_BACKENDS, group_options
+from arew.lab.lm.warm_start import WarmStart
+
+LOCKED = WarmStart()
+COMPETENT = replace(LOCKED, inform=1.0, update=1.0)
+
+
+@dataclass(frozen=True)
+class LMLab:
+    """One experiment: the warm start, the arms and the RL sizes (every field a command-line option)."""
+
+    warm_start: WarmStart = LOCKED
+    algos: tuple[str, ...] = ("grpo",)
+    variants: tuple[str, ...] = ("vanilla", "as_only", "as_bt")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 20
+    prompts_per_step: int = 4  # data.train_batch_size
+    rollouts_per_prompt: int = 4  # actor_rollout_ref.rollout.n (GRPO's group)
+    learning_rate: float = 2e-4
+    max_tokens_per_turn: int = 40
+    response_length: int = 2048
+    rollout: str = "hf"
+    calibration_episodes: int = 32
+    extra_overrides: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        checks = {
+            "algos": bool(self.algos) and set(self.algos) <= set(group_options("algo")),
+            "variants": bool(self.variants) and set(self.variants) <= set(group_options("variant")),
+            "seeds": bool(self.seeds),
+            "steps": self.steps >= 1,
+            "prompts_per_step": self.prompts_per_step >= 1,
+            "rollouts_per_prompt": self.rollouts_per_prompt >= 2 or self.algos == ("ppo",),
+            "learning_rate": self.learning_rate > 0,
+            "max_tokens_per_turn": self.max_tokens_per_turn >= 8,
+            "response_length": self.response_length >= 4 * self.max_tokens_per_turn,
+            "rollout": self.rollout in CPU_ROLLOUT_BACKENDS,
+            "calibration_episodes": self.calibration_episodes >= 0,
+        }
+        for key, ok in checks.items():
+            if not ok:
+                raise ValueError(f"lm-lab {key}: invalid value {getattr(self, key)!r}")
+
+    def arms(self) -> list[tuple[str, str, int]]:
+        """(algo, variant, seed) of every run, seed by seed, so that a stopped experiment has every arm's first seeds."""
+        return [(algo, variant, seed) for seed in self.seeds for algo in self.algos for variant in self.variants]
+
+    def overrides(self, seed: int) -> list[str]:
+        """The run's Hydra overrides beside the smoke run's small sizes (:data:`arew.verl_plugin.smoke.SMOKE_OVERRIDES`)."""
+        batch = self.prompts_per_step * self.rollouts_per_prompt
+        return [
+            f"data.train_batch_size={self.prompts_per_step}",
+            f"actor_rollout_ref.rollout.n={self.rollouts_per_prompt}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={self.prompts_per_step}",  # one update per step, as the paper's GRPO
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch}",
+            f"critic.ppo_micro_batch_size_per_gpu={batch}",
+            f"actor_rollout_ref.actor.optim.lr={self.learning_rate}",
+            f"critic.optim.lr={self.learning_rate}",
+            f"data.max_response_length={self.response_length}",
+            f"arew_agent.max_tokens_per_turn={self.max_tokens_per_turn}",
+            "algorithm.arew.noise.neg_to_pos_prob=0.0",  # the smoke run's noise is for a random model: the rules' own critiques here
+            f"data.seed={seed}",
+            f"actor_rollout_ref.rollout.seed={seed}",
+            *self.extra_overrides,
+        ]
+
+
+def run_folder(out: Path, algo: str, variant: str, seed: int) -> Path:
+    return out / "runs" / f"{algo}-{variant}" / f"seed{seed}"
+
+
+def train_arms(lab: LMLab, model: Path, out: Path, *, wandb: bool = False, log=print) -> dict[tuple[str, str, int], "SmokeRun"]:  # noqa: F821
+    """Every arm's finished run; an arm whose folder already logged all its steps is read, not run again."""
+    from arew.verl_plugin.smoke import SmokeRun, read_metrics
+    from arew.verl_plugin.smoke import run as run_main_ppo
+
+    runs = {}
+    for algo, variant, seed in lab.arms():
+        folder = run_folder(out, algo, variant, seed)
+        done = SmokeRun(folder, 0)
+        if len(done.history()) >= lab.steps:
+            done.steps, done.validation = read_metrics(done.metrics_path)
+            runs[algo, variant, seed] = done
+            continue
+        logger = "[console,file,wandb]" if wandb else "[console,file]"
+        env = {"WANDB_MODE": "offline", "WANDB_DIR": str(folder)} if wandb else {}
+        overrides = [*lab.overrides(seed), f"trainer.logger={logger}", f"trainer.experiment_name=lm-lab-{algo}-{variant}-seed{seed}"]
+        started = time.perf_counter()
+        result = run_main_ppo(lab.warm_start.task, algo, variant, folder, lab.steps, overrides, model, rollout=lab.rollout, env=env, check=True)
+        log(f"lm-lab: {algo} {variant} seed {seed}: {len(result.steps)} steps in {time.perf_counter() - started:.0f} s (exit {result.returncode})")
+        if result.returncode != 0 or len(result.history()) < lab.steps:
+            raise RuntimeError(f"lm-lab: the {algo} {variant} seed {seed} run failed; see {result.log_path}")
+        record = {"wall_seconds": result.wall_seconds, "start_up_seconds": result.start_up_seconds}
+        (folder / "run.json").write_text(json.dumps(record) + "\n")
+        runs[algo, variant, seed] = result
+    return runs
+
+
+def validation_rows(task: str, data_dir: Path, n: int) -> list[dict]:
+    """The first ``n`` validation rows of the task's data as the runs prepare it."""
+    from arew.envs.registry import prepare_task
+    from arew.envs.rows import read_rows
+
+    prepare_task(task, data_dir, n_train=32, n_val=max(n, 4), n_test=4, seed=0, reuse=False)
+    return read_rows(data_dir / "validation.parquet")[:n]
+
+
+def calibrate_warm_starts(lab: LMLab, out: Path, models: dict[str, Path], log=print) -> dict[str, dict]:
+    """Each warm start's calibration figures (``calibration/<name>/calibration.json``, read back when there)."""
+    from arew.lab.lm.calibration import calibrate
+
+    rows = validation_rows(lab.warm_start.task, out / "calibration" / "data", lab.calibration_episodes)
+    figures = {}
+    for name, model in models.items():
+        path = out / "calibration" / name / "calibration.json"
+        if not path.is_file():
+            started = time.perf_counter()
+            result = calibrate(model, rows, path.parent, max_tokens_per_turn=lab.max_tokens_per_turn, response_length=lab.response_length)
+            path.write_text(json.dumps({"model": model.name, "figures": result, "seconds": time.perf_counter() - started}, indent=2) + "\n")
+        figures[name] = json.loads(path.read_text())
+        log(f"lm-lab: calibration of the {name} warm start: " + ", ".join(
+            f"{key} {value['mean']:.3f}" for key, value in figures[name]["figures"].items()))  # fmt: skip
+    return figures
+
+
+def run(lab: LMLab, out: Path, model: Path | None = None, *, wandb: bool = False, log=print) -> Path:
+    """The whole chain (see the module docstring); returns the results table's path."""
+    from arew.lab.lm import report
+    from arew.lab.lm.warm_start import build
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    calibration = {}
+    if model is None:
+        cache = out / "models"
+        models = {"locked": build(lab.warm_start, cache, log), "competent": build(replace(lab.warm_start, inform=1.0, update=1.0), cache, log)}
+        if lab.calibration_episodes:
+            calibration = calibrate_warm_starts(lab, out, models, log)
+        model = models["locked"]
+    runs = train_arms(lab, Path(model).resolve(), out, wandb=wandb, log=log)
+    settings = {"lab": asdict(lab), "model": str(model.name), "wall_seconds": time.perf_counter() - started}
+    return report.write(out, lab, runs, calibration, settings)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = LMLab()
+    parser.add_argument("--out", default="runs/lm-lab", help="output folder (default runs/lm-lab); a rerun resumes")
+    parser.add_argument("--algos", default=",".join(defaults.algos), help="comma-separated recipe algorithms (default grpo)")
+    parser.add_argument("--variants", default=",".join(defaults.variants), help="comma-separated recipe variants (default vanilla,as_only,as_bt)")
+    parser.add_argument("--seeds", type=int, default=len(defaults.seeds), help="seeds 0..n-1 (default 3)")
+    parser.add_argument("--steps", type=int, default=defaults.steps, help=f"RL steps per run (default {defaults.steps})")
+    parser.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step, help="data.train_batch_size")
+    parser.add_argument("--rollouts-per-prompt", type=int, default=defaults.rollouts_per_prompt, help="actor_rollout_ref.rollout.n")
+    parser.add_argument("--lr", type=float, default=defaults.learning_rate, help="actor (and critic) learning rate")
+    parser.add_argument("--rollout", default=defaults.rollout, choices=sorted(CPU_ROLLOUT_BACKENDS), help="rollout engine (default hf: faster at this size, see the docs)")
+    parser.add_argument("--inform", type=float, default=LOCKED.inform, help="the locked warm start's share of informative questions")
+    parser.add_argument("--update", type=float, default=LOCKED.update, help="the locked warm start's share of real belief updates")
+    parser.add_argument("--sft-steps", type=int, default=LOCKED.sft_steps, help="SFT steps of each warm start")
+    parser.add_argument("--sft-episodes", type=int, default=LOCKED.episodes, help="scripted transcripts of each warm start")
+    parser.add_argument("--calibration-episodes", type=int, default=defaults.calibration_episodes, help="validation episodes per warm start (0: skip)")
+    parser.add_argument("--model", default=None, help="train this Hugging Face model folder instead of the warm start (no build, no calibration)")
+    parser.add_argument("--wandb", action="store_true", help="also log each run to W&B, offline (wandb sync uploads it later)")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+
+
+def main(args: argparse.Namespace) -> None:
+    try:
+        warm_start = replace(LOCKED, inform=args.inform, update=args.update, sft_steps=args.sft_steps, episodes=args.sft_episodes)
+        lab = LMLab(
+            warm_start=warm_start, algos=tuple(filter(None, args.algos.split(","))), variants=tuple(filter(None, args.variants.split(","))),
+            seeds=tuple(range(args.seeds)), steps=args.steps, prompts_per_step=args.prompts_per_step,
+            rollouts_per_prompt=args.rollouts_per_prompt, learning_rate=args.lr, rollout=args.rollout,
+            calibration_episodes=args.calibration_episodes, extra_overrides=tuple(args.overrides),
+        )  # fmt: skip
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    path = run(lab, Path(args.out), Path(args.model) if args.model else None, wandb=args.wandb)
+    print(f"arew lm-lab: {path}")

@@ -1,0 +1,182 @@
+"""The language-model lab's outputs, from the runs' own ``metrics.jsonl`` (verl's file logger).
+
+Layout under the output folder::
+
+    results.md, results.csv, results.json   per arm: each metric over the first and the last WINDOW steps,
+                                            mean over seeds with a 95% t interval, and the change
+    calibration.md                          the warm starts before RL (from calibration/*/calibration.json)
+    timing.md                               per-step time split and start-up, mean over runs
+    curves.png                              reward, AS and BT proxies, I_AS, corr(AS, reward) per arm
+    report.html, report_png/                ``arew report`` of every run (seeds grouped by arm)
+    runs/<algo>-<variant>/seed<k>/          each main_ppo run (metrics.jsonl, main_ppo.log, rollouts/)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from arew.lab.export import METRIC_KEYS
+
+WINDOW = 5  # steps averaged at the start and at the end of a run
+METRICS = {
+    "reward": "reward",
+    "as_proxy": "AS proxy (informative questions)",
+    "bt_proxy": "BT proxy (cosine step)",
+    "i_as_nats": "I_AS (nats)",
+    "corr_as_reward": "corr(AS, reward)",
+}
+# the split of a step (verl's timing_s/* keys) and their names
+TIMING = {
+    "generation": "timing_s/gen",
+    "old log-prob": "timing_s/old_log_prob",
+    "ref": "timing_s/ref",
+    "values": "timing_s/values",
+    "advantage": "timing_s/adv",
+    "critic update": "timing_s/update_critic",
+    "actor update": "timing_s/update_actor",
+    "weight sync": "timing_s/update_weights",
+    "step": "timing_s/step",
+}
+# two-sided 95% quantiles of Student's t by degrees of freedom (seeds - 1); beyond the table, the normal's
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95% t interval over seeds; nan below two values), nan values left out."""
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if not len(x):
+        return math.nan, math.nan
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    return float(x.mean()), T95.get(len(x) - 1, 1.96) * float(x.std(ddof=1)) / math.sqrt(len(x))
+
+
+def series(history: Sequence[dict[str, float]], metric: str) -> np.ndarray:
+    key = METRIC_KEYS[metric]
+    return np.array([float(step.get(key, math.nan)) for step in history], dtype=float)
+
+
+def window_mean(values: np.ndarray, end: bool) -> float:
+    part = values[-WINDOW:] if end else values[:WINDOW]
+    part = part[~np.isnan(part)]
+    return float(part.mean()) if len(part) else math.nan
+
+
+def summarise(runs: dict[tuple[str, str, int], object]) -> list[dict]:
+    """One row per arm: for each metric its start, end and change, mean and 95% half-width over seeds."""
+    arms = sorted({(algo, variant) for algo, variant, _ in runs}, key=lambda arm: list(runs).index(next(k for k in runs if k[:2] == arm)))
+    rows = []
+    for algo, variant in arms:
+        histories = [run.history() for (a, v, _), run in runs.items() if (a, v) == (algo, variant)]
+        row: dict = {"arm": f"{algo} {variant}", "seeds": len(histories), "steps": min(len(h) for h in histories)}
+        for metric in METRICS:
+            start = [window_mean(series(h, metric), end=False) for h in histories]
+            end = [window_mean(series(h, metric), end=True) for h in histories]
+            for name, values in (("start", start), ("end", end), ("change", [b - a for a, b in zip(start, end)])):
+                row[f"{metric}_{name}"], row[f"{metric}_{name}_ci95"] = t_interval(values)
+        rows.append(row)
+    return rows
+
+
+def _cell(mean: float, ci: float) -> str:
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:+.3f} ± {ci:.3f}" if not math.isnan(ci) else f"{mean:+.3f}"
+
+
+def results_markdown(rows: Sequence[dict]) -> str:
+    lines = [
+        f"| arm | seeds | steps | {' | '.join(f'{label}: first {WINDOW} → last {WINDOW} steps (change)' for label in METRICS.values())} |",
+        "|" + "---|" * (3 + len(METRICS)),
+    ]
+    for row in rows:
+        cells = [
+            f"{row[f'{m}_start']:.3f} → {row[f'{m}_end']:.3f} ({_cell(row[f'{m}_change'], row[f'{m}_change_ci95'])})"
+            if not math.isnan(row[f"{m}_start"]) else "n/a"
+            for m in METRICS
+        ]  # fmt: skip
+        lines.append(f"| {row['arm']} | {row['seeds']} | {row['steps']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\nMeans over seeds; ± is the 95% t interval of the change over seeds (n/a: not logged).\n"
+
+
+def calibration_markdown(calibration: dict[str, dict], records: dict[str, dict]) -> str:
+    names = list(calibration)
+    metrics = sorted({key for figures in calibration.values() for key in figures["figures"]}, key=["reward", "as_proxy", "bt_proxy", "c_bt", "i_as_nats", "invalid_rate"].index)
+    lines = ["| warm start | scripted players' reward | " + " | ".join(metrics) + " |", "|" + "---|" * (2 + len(metrics))]
+    for name in names:
+        figures = calibration[name]["figures"]
+        scripted = records.get(name, {}).get("scripted", {}).get("reward", math.nan)
+        lines.append(f"| {name} | {scripted:.3f} | " + " | ".join(
+            f"{figures[m]['mean']:.3f} ± {figures[m]['ci95']:.3f}" if m in figures else "n/a" for m in metrics) + " |")  # fmt: skip
+    episodes = next(iter(calibration.values()))["figures"]["reward"]["n"] if calibration else 0
+    return "\n".join(lines) + f"\n\nEach warm start on {episodes:.0f} validation episodes at temperature 1 (± 95% normal interval over episodes).\n"
+
+
+def timing_markdown(runs: dict[tuple[str, str, int], object]) -> str:
+    steps = [step for run in runs.values() for step in run.history()]
+    lines = ["| part of a step | seconds (mean over steps) |", "|---|---|"]
+    for name, key in TIMING.items():
+        values = [step[key] for step in steps if key in step]
+        if values:
+            lines.append(f"| {name} | {np.mean(values):.2f} |")
+    walls = [json.loads((run.folder / "run.json").read_text()) for run in runs.values() if (run.folder / "run.json").is_file()]
+    if walls:
+        lines.append(f"| start-up and shutdown of one run | {np.mean([w['start_up_seconds'] for w in walls]):.1f} |")
+        lines.append(f"| one run, all of it | {np.mean([w['wall_seconds'] for w in walls]):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: dict[tuple[str, str, int], object], path: Path, smooth: int = 3) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from arew.reporting.report import moving_average
+
+    figure, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.4))
+    arms = list(dict.fromkeys((algo, variant) for algo, variant, _ in runs))
+    for metric, axis in zip(METRICS, axes):
+        for arm in arms:
+            curves = [series(run.history(), metric) for key, run in runs.items() if key[:2] == arm]
+            length = min(len(c) for c in curves)
+            stacked = np.stack([moving_average(np.nan_to_num(c[:length]), smooth) for c in curves])
+            steps = np.arange(1, length + 1)
+            mean = stacked.mean(axis=0)
+            (line,) = axis.plot(steps, mean, label=" ".join(arm))
+            if len(curves) > 1:
+                axis.fill_between(steps, stacked.min(axis=0), stacked.max(axis=0), color=line.get_color(), alpha=0.15)
+        axis.set_title(METRICS[metric], fontsize=10)
+        axis.set_xlabel("training step")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"mean over seeds (band: min to max), moving average over {smooth} steps", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write(out: Path, lab, runs: dict, calibration: dict[str, dict], settings: dict) -> Path:
+    """Every output of the layout above; returns results.md's path."""
+    from arew.lab.lm.warm_start import RECORD
+    from arew.reporting.report import build as build_report
+
+    rows = summarise(runs)
+    (out / "results.md").write_text(results_markdown(rows))
+    (out / "results.json").write_text(json.dumps({"settings": settings, "rows": rows}, indent=2, default=str) + "\n")
+    with open(out / "results.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    if calibration:
+        records = {name: json.loads((out / "models" / figures["model"] / RECORD).read_text()) for name, figures in calibration.items()}
+        (out / "calibration.md").write_text(calibration_markdown(calibration, records))
+    (out / "timing.md").write_text(timing_markdown(runs))
+    plot(runs, out / "curves.png")
+    build_report([str(run.folder) for run in runs.values()], str(out / "report.html"))
+    return out / "results.md"

@@ -1,0 +1,93 @@
+"""The language-model lab's parts that need no trainer: the SFT encoding, the settings' checks and hash, the runs'
+overrides and the outputs written from run folders (the whole chain runs in tests/e2e/test_lm_lab.py)."""
+
+import json
+import math
+from dataclasses import replace
+
+import matplotlib.image as mpimg
+import pytest
+
+from arew.engines.tiny_models import build_chat_tokenizer
+from arew.lab.export import METRIC_KEYS
+from arew.lab.lm import report
+from arew.lab.lm.experiment import LMLab, run_folder
+from arew.lab.lm.warm_start import IGNORE, WarmStart, encode
+from arew.verl_plugin.smoke import SmokeRun
+
+CONVERSATION = [
+    {"role": "system", "content": "Estimate the weights."},
+    {"role": "user", "content": "Turn 1: ask."},
+    {"role": "assistant", "content": "<scratch>ask</scratch><interact>3, 7 | 1, 4</interact>"},
+    {"role": "user", "content": "User: Yes."},
+    {"role": "assistant", "content": "<answer>0.6, 0.4</answer>"},
+]
+
+
+def test_sft_labels_are_the_assistant_turns_and_their_end_token_only():
+    tokenizer = build_chat_tokenizer([m["content"] for m in CONVERSATION])
+    ids, labels = encode(tokenizer, CONVERSATION)
+    assert ids == list(tokenizer.apply_chat_template(CONVERSATION, tokenize=True, return_dict=False))
+    learned = tokenizer.decode([token for token, label in zip(ids, labels) if label != IGNORE], skip_special_tokens=False)
+    assert learned == "<scratch>ask</scratch><interact>3, 7 | 1, 4</interact><|im_end|><answer>0.6, 0.4</answer><|im_end|>"
+    assert all(label in (IGNORE, token) for token, label in zip(ids, labels))
+
+
+def test_the_warm_start_hash_covers_its_settings_and_bad_settings_name_their_key():
+    assert WarmStart().key() == WarmStart().key()
+    assert WarmStart().key() != replace(WarmStart(), inform=0.3).key() != replace(WarmStart(), sft_steps=10).key()
+    for key, value in (("inform", 1.2), ("heads", 3), ("sft_steps", 0)):
+        with pytest.raises(ValueError, match="hidden_size" if key == "heads" else key):
+            replace(WarmStart(), **{key: value})
+
+
+def test_runs_train_on_the_rules_critiques_with_their_own_seeds():
+    lab = LMLab(seeds=(0, 1), variants=("vanilla", "as_bt"))
+    assert lab.arms() == [("grpo", "vanilla", 0), ("grpo", "as_bt", 0), ("grpo", "vanilla", 1), ("grpo", "as_bt", 1)]
+    overrides = lab.overrides(1)
+    assert "algorithm.arew.noise.neg_to_pos_prob=0.0" in overrides  # the smoke run's noise undone
+    assert "data.seed=1" in overrides and "actor_rollout_ref.rollout.seed=1" in overrides
+    assert f"actor_rollout_ref.rollout.n={lab.rollouts_per_prompt}" in overrides
+    for key, value in (("variants", ("nope",)), ("rollout", "sglang"), ("response_length", 10), ("rollouts_per_prompt", 1)):
+        with pytest.raises(ValueError, match=key):
+            LMLab(**{key: value})
+
+
+def test_t_interval_over_seeds():
+    mean, half = report.t_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert math.isnan(report.t_interval([1.0])[1]) and math.isnan(report.t_interval([])[0])
+    assert report.t_interval([1.0, math.nan, 3.0])[0] == 2.0
+
+
+def fake_run(folder, reward_slope: float, steps: int = 12) -> SmokeRun:
+    """A run folder as main_ppo's file logger writes it: reward and AS proxy rising by ``reward_slope`` a step."""
+    folder.mkdir(parents=True)
+    lines = []
+    for step in range(1, steps + 1):
+        data = {"training/global_step": step, METRIC_KEYS["reward"]: 0.1 + reward_slope * step, METRIC_KEYS["as_proxy"]: 0.2 + reward_slope * step,
+                METRIC_KEYS["bt_proxy"]: 0.0, METRIC_KEYS["i_as_nats"]: 0.5, "timing_s/gen": 2.0, "timing_s/step": 3.0}  # fmt: skip
+        lines.append(json.dumps({"step": step, "data": data}))
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "run.json").write_text(json.dumps({"wall_seconds": 50.0, "start_up_seconds": 14.0}))
+    return SmokeRun(folder, 0)
+
+
+def test_outputs_from_run_folders(tmp_path):
+    runs = {
+        (algo, variant, seed): fake_run(run_folder(tmp_path, algo, variant, seed), slope)
+        for algo, variant, slope in (("grpo", "vanilla", 0.0), ("grpo", "as_bt", 0.01))
+        for seed in (0, 1)
+    }
+    rows = report.summarise(runs)
+    assert [row["arm"] for row in rows] == ["grpo vanilla", "grpo as_bt"]
+    vanilla, arew = rows
+    assert vanilla["reward_change"] == pytest.approx(0.0) and arew["reward_change"] == pytest.approx(0.07)  # last 5 - first 5 steps
+    assert arew["as_proxy_end"] == pytest.approx(0.2 + 0.01 * 10)
+    assert math.isnan(arew["corr_as_reward_start"])  # not logged: n/a, not zero
+    table = report.results_markdown(rows)
+    assert "| grpo as_bt | 2 | 12 |" in table and "n/a" in table
+    timing = report.timing_markdown(runs)
+    assert "| generation | 2.00 |" in timing and "| start-up and shutdown of one run | 14.0 |" in timing
+    report.plot(runs, tmp_path / "curves.png")
+    assert mpimg.imread(tmp_path / "curves.png").shape[1] > 1000
