@@ -108,10 +108,11 @@ class ScriptedAgent:
 class ScriptedServer:
     """A policy that writes the next of ``texts`` (then end-of-turn) at each generate call, so that an agent-loop
     test knows every turn; cut at ``max_tokens`` as an engine would. ``calls`` keeps each call's prompt ids and
-    sampling parameters; ``texts`` what is left unsaid."""
+    sampling parameters; ``texts`` what is left unsaid. ``end_of_turn=False``: no end-of-turn token, as an engine
+    returns a turn that one of the loop's stop strings ended."""
 
-    def __init__(self, tokenizer, texts):
-        self.tokenizer, self.texts, self.calls = tokenizer, list(texts), []
+    def __init__(self, tokenizer, texts, end_of_turn: bool = True):
+        self.tokenizer, self.texts, self.calls, self.end_of_turn = tokenizer, list(texts), [], end_of_turn
 
     @property
     def prompts(self) -> list[str]:
@@ -123,7 +124,7 @@ class ScriptedServer:
         from verl.workers.rollout.replica import TokenOutput
 
         self.calls.append({"prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params)})
-        ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        ids = self.tokenizer.encode(self.texts.pop(0), add_special_tokens=False) + [self.tokenizer.eos_token_id] * self.end_of_turn
         ids = ids[: sampling_params["max_tokens"]]
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids))
 

@@ -275,7 +275,7 @@ class CritiqueAgentLoop(AgentLoopBase):
         """The agent's update from the pre-feedback context with ``feedback`` instead; not part of the trajectory."""
         previous = list(episode.messages)
         merge = self.continuous_token_builder.merge_context_tokens(
-            previous, previous + [{"role": "user", "content": feedback}], episode.runtime_ids
+            previous, previous + [{"role": "user", "content": feedback}], self._closed_turn(episode)[0]
         )
         return await self._side_generation(episode, merge.token_ids, sampling_params)
 
@@ -338,16 +338,30 @@ class CritiqueAgentLoop(AgentLoopBase):
         episode.messages.append({"role": "assistant", "content": text})
         return text
 
+    def _closed_turn(self, episode: _RolloutLog) -> tuple[list[int], list[int], list[float] | None]:
+        """The episode's tokens, response mask and log-probs with its last turn ended by the model's end-of-turn token
+        if a stop string (or the token cap) cut the turn before it: the token is the environment's (mask 0, no
+        log-prob), added before the next message only, so that the context reads as the chat template renders the
+        conversation, which is what ``arew eval`` shows the model and what a model fine-tuned on rendered
+        transcripts saw; without it every later turn follows ``</interact><|im_start|>user``, which no template
+        writes. The last turn of an episode stays as generated: verl puts the reward on the last token."""
+        end = self.tokenizer.eos_token_id
+        ids, mask, logprobs = list(episode.runtime_ids), list(episode.response_mask), episode.logprobs
+        if end is None or not mask or ids[-1] == end:
+            return ids, mask, logprobs
+        return [*ids, end], [*mask, 0], None if logprobs is None else [*logprobs, 0.0]
+
     def _add_feedback(self, episode: _RolloutLog, feedback: str) -> bool:
         """Append the environment's message (mask 0); False, changing nothing, if no full turn would fit after it."""
         previous = list(episode.messages)
         updated = previous + [{"role": "user", "content": feedback}]
         builder = self.continuous_token_builder
-        merge = builder.merge_context_tokens(previous, updated, episode.runtime_ids)
-        mask, logprobs = builder.align_response_metadata(merge, episode.response_mask, episode.logprobs)
+        runtime_ids, response_mask, response_logprobs = self._closed_turn(episode)
+        merge = builder.merge_context_tokens(previous, updated, runtime_ids)
+        mask, logprobs = builder.align_response_metadata(merge, response_mask, response_logprobs)
         if self.response_length - len(mask) < self.settings.max_tokens_per_turn:
             return False
-        kept = len(episode.response_mask) - merge.removed_prefix_token_count
+        kept = len(response_mask) - merge.removed_prefix_token_count
         episode.spans = [(s, min(e, kept)) for s, e in episode.spans]
         episode.runtime_ids, episode.response_mask, episode.messages = merge.token_ids, mask, updated
         if logprobs is not None:

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -71,8 +72,9 @@ def _config(response_length=8192, prompt_length=2048, **agent):
     )
 
 
-def _loop(tokenizer, server, config):
+def _loop(tokenizer, server, config, hf_model_type=None):
     return CritiqueAgentLoop(
+        hf_model_type=hf_model_type,
         trainer_config=DictConfigWrap(config),
         server_manager=server,
         tokenizer=tokenizer,
@@ -155,6 +157,30 @@ async def test_scripted_episode_records_spans_masks_labels_and_reward(chat_token
     assert all(c["sampling_params"]["stop"] == ["</interact>", "</answer>"] for c in server.calls)
     assert all(c["sampling_params"]["max_tokens"] <= 128 for c in server.calls)
     assert output.metrics.generate_sequences > 0 and output.metrics.tool_calls > 0
+
+
+async def test_a_turn_a_stop_string_ended_is_closed_as_the_chat_template_closes_it(chat_tokenizer, row):
+    """Engines return a turn cut at a stop string without the end-of-turn token; the loop adds it (mask 0) before the
+    next message, so every prompt reads as the template renders the conversation (what arew eval and SFT show a
+    model), and leaves the last turn as generated (verl puts the reward on the response's last token)."""
+    info = row["extra_info"]
+    informative, _ = _queries(info)
+    texts = [informative, f"<interact>{_vector([0.5] * 6)}</interact>", informative, f"<answer>{_vector(info['w_star'])}</answer>"]
+    server = ScriptedServer(chat_tokenizer, texts, end_of_turn=False)
+    # a ChatML model's builder (verl picks it by the model's type), which writes the newline after <|im_end|>
+    output = await _loop(chat_tokenizer, server, _config(), hf_model_type="qwen2").run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=info)
+    for k, call in enumerate(server.calls):
+        # the prompt read back as messages, then rendered again: the same tokens, and the agent's turns are its texts
+        said = re.findall(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n", chat_tokenizer.decode(call["prompt_ids"]), re.S)
+        messages = [{"role": role, "content": content} for role, content in said]
+        rendered = chat_tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        assert call["prompt_ids"] == list(rendered), f"call {k}"
+        assert [m["content"] for m in messages if m["role"] == "assistant"] == texts[:k]
+    ids, mask = output.response_ids, output.response_mask
+    last = chat_tokenizer.encode(texts[-1], add_special_tokens=False)
+    assert ids[-len(last):] == last and mask[-1] == 1  # the answer ends the response, as generated
+    closing = [i for i, (t, m) in enumerate(zip(ids, mask)) if t == chat_tokenizer.eos_token_id and m == 0]
+    assert len(closing) >= len(texts) - 1  # each earlier turn closed by the environment (besides the feedback's own)
 
 
 async def test_full_episode_announces_the_final_turn(chat_tokenizer, row):

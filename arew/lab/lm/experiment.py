@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -189,7 +190,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration-episodes", type=int, default=defaults.calibration_episodes, help="validation episodes per warm start (0: skip)")
     parser.add_argument("--model", default=None, help="train this Hugging Face model folder instead of the warm start (no build, no calibration)")
     parser.add_argument("--wandb", action="store_true", help="also log each run to W&B, offline (wandb sync uploads it later)")
+    parser.add_argument("--publish", default=None, metavar="PAGE",
+                        help="write the tables into this Markdown page's lm-lab blocks and the curves beside it (docs/guides/lm-lab.md)")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The ``arew lm-lab`` command that reproduces ``args``, every option spelled out (for the published page)."""
+    options = {key: value for key, value in vars(args).items() if key not in ("command", "func", "overrides", "publish")}
+    parts = ["arew", "lm-lab"]
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        parts += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return shlex.join([*parts, *args.overrides])
 
 
 def main(args: argparse.Namespace) -> None:
@@ -203,5 +217,20 @@ def main(args: argparse.Namespace) -> None:
         )  # fmt: skip
     except ValueError as error:
         raise SystemExit(str(error)) from None
+    page = Path(args.publish) if args.publish else None
+    if page is not None:
+        from arew.lab.lm.report import PUBLISHED_BLOCKS
+        from arew.markdown_blocks import BlockError, replace_block
+
+        try:  # before hours of training: the page must take every block
+            for name in PUBLISHED_BLOCKS:
+                replace_block(page.read_text(), name, "")
+        except (OSError, BlockError) as error:
+            raise SystemExit(f"arew lm-lab --publish {page}: {error}") from None
     path = run(lab, Path(args.out), Path(args.model) if args.model else None, wandb=args.wandb)
     print(f"arew lm-lab: {path}")
+    if page is not None:
+        from arew.lab.lm.report import publish
+
+        publish(path.parent, page, command_line(args))
+        print(f"arew lm-lab: published in {page}")

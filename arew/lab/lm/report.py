@@ -161,6 +161,30 @@ def plot(runs: dict[tuple[str, str, int], object], path: Path, smooth: int = 3) 
     plt.close(figure)
 
 
+PUBLISHED_BLOCKS = ("lm-lab-command", "lm-lab-calibration", "lm-lab-results", "lm-lab-timing")
+PUBLISHED_CURVES = "lm-lab-curves.png"
+
+
+def publish(out: Path, page: Path, command: str) -> None:
+    """Write the outputs' tables into ``page``'s blocks (:data:`PUBLISHED_BLOCKS`, see :mod:`arew.markdown_blocks`) and
+    the curves next to it (:data:`PUBLISHED_CURVES`); ``command`` is the one that made them."""
+    import shutil
+
+    from arew.markdown_blocks import replace_block
+
+    contents = {
+        "lm-lab-command": f"```bash\n{command}\n```\n",
+        "lm-lab-calibration": (out / "calibration.md").read_text() if (out / "calibration.md").is_file() else "No calibration (--model).\n",
+        "lm-lab-results": (out / "results.md").read_text(),
+        "lm-lab-timing": (out / "timing.md").read_text(),
+    }
+    text = page.read_text()
+    for name in PUBLISHED_BLOCKS:
+        text = replace_block(text, name, contents[name])
+    page.write_text(text)
+    shutil.copyfile(out / "curves.png", page.parent / PUBLISHED_CURVES)
+
+
 def write(out: Path, lab, runs: dict, calibration: dict[str, dict], settings: dict) -> Path:
     """Every output of the layout above; returns results.md's path."""
     from arew.lab.lm.warm_start import RECORD

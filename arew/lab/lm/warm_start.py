@@ -7,9 +7,9 @@ uses. A byte-level BPE tokenizer is trained on those transcripts, a Qwen2 with r
 over it (:func:`arew.engines.tiny_models.build_tiny_model`, head size 64, which vLLM's CPU attention
 supports) and trained by supervised fine-tuning on the assistant turns only.
 
-The SFT loop is this module's own: a few hundred steps of next-token loss in one process. verl's SFT
-trainer needs ``torchrun`` and an FSDP process group; for a model of a few million parameters on two
-cores its start-up would cost more than the training (see docs/guides/lm-lab.md).
+The SFT loop is this module's own: a few hundred steps of next-token loss in one process, with the tokenizer
+loaded from the model folder exactly as verl loads it. verl's own SFT trainer (``torchrun``, an FSDP process
+group) has not been run on the CPU backend for this yet (docs/guides/lm-lab.md says so).
 
 Every build is cached under ``<cache>/<name>-<hash>``: the hash covers the :class:`WarmStart` settings, the
 source of this module, of the player and of the task's prompts, and the torch and transformers versions,
