@@ -50,6 +50,14 @@ SEED_SUFFIX = re.compile(r"(?:[/_.-]|^)(?:seed[_-]?|s)\d+$", re.IGNORECASE)
 TURN_FIELDS = ("index", "turn", "channel", "agent", "feedback", "critique", "applied", "coefficient")
 """The embedded turns are lists in this order (the page rebuilds the objects): a third of the bytes of keyed ones."""
 SIGNIFICANT = 5
+MAX_ABS_VALUE = 1e100
+"""Metric values beyond this magnitude are counted and left out: the charts' axes need a finite span (±1e308 overflows it)."""
+MAX_KEY_CHARS = 200
+"""Metric and episode-number keys longer than this are counted and left out (no logger writes one; a hostile file can)."""
+MAX_TEXT_CHARS = 8000
+"""A turn's agent text or feedback is embedded up to this many characters (the rest replaced by a note of its length)."""
+MAX_TURNS = 400
+"""Turns embedded per episode at most (the rest counted)."""
 
 
 @dataclass
@@ -77,7 +85,8 @@ def _number(value) -> float | None:
 def _jsonl(path: Path, run: Run) -> list[dict]:
     """The file's JSON objects; broken lines (a run cut off mid-write) are counted and skipped."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        # lines end at "\n" only: str.splitlines() also splits at U+2028, U+0085 ..., which JSON strings may hold raw
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
     except OSError as error:
         run.problem(f"{path.name}: unreadable ({type(error).__name__})")
         return []
@@ -105,6 +114,9 @@ def read_metrics(path: Path, run: Run) -> None:
             run.problem(f"{path.name}: line without a numeric step and a data object")
             continue
         for key, value in data.items():
+            if len(str(key)) > MAX_KEY_CHARS:
+                run.problem(f"{path.name}: metric key longer than {MAX_KEY_CHARS} characters")
+                continue
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 run.undefined.add(str(key))  # not measured this step (an undefined correlation, no estimate): the trainer's own gap
                 continue
@@ -112,20 +124,32 @@ def read_metrics(path: Path, run: Run) -> None:
             if number is None:
                 run.problem(f"{path.name}: non-numeric or infinite value")
                 continue
+            if abs(number) > MAX_ABS_VALUE:
+                run.problem(f"{path.name}: value beyond ±{MAX_ABS_VALUE:g}")
+                continue
             run.series.setdefault(str(key), []).append((int(step), number))
 
 
-def _turn(turn: dict, index: int) -> dict:
+def _text(value, run: Run) -> str:
+    """A text as embedded: at most :data:`MAX_TEXT_CHARS` characters, a longer one cut with a note of its length."""
+    text = str(value)
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    run.problem(f"turn text longer than {MAX_TEXT_CHARS} characters, cut")
+    return text[:MAX_TEXT_CHARS] + f" [... {len(text) - MAX_TEXT_CHARS} more characters not shown]"
+
+
+def _turn(turn: dict, index: int, run: Run) -> dict:
     def integer(value):
-        return int(value) if _number(value) is not None else None
+        return int(value) if _number(value) is not None and abs(value) < 2**53 else None
 
     coefficient = turn.get("coefficient")
     return {
         "index": index if integer(turn.get("index")) is None else integer(turn.get("index")),
         "turn": integer(turn.get("turn")),
         "channel": str(turn.get("channel") or ""),
-        "agent": "" if turn.get("agent") is None else str(turn.get("agent")),
-        "feedback": None if turn.get("feedback") is None else str(turn.get("feedback")),
+        "agent": "" if turn.get("agent") is None else _text(turn.get("agent"), run),
+        "feedback": None if turn.get("feedback") is None else _text(turn.get("feedback"), run),
         "critique": integer(turn.get("critique")) or 0,
         "applied": integer(turn.get("applied")),
         "coefficient": _number(coefficient) if coefficient is not None else None,
@@ -142,18 +166,28 @@ def normalise_episode(entry: dict, run: Run, split: str) -> dict | None:
     if reward is None:
         run.problem("episode with a non-numeric reward")
     numbers = entry.get("numbers", entry.get("info")) or {}
+    if not isinstance(numbers, dict):
+        numbers = {}
+    if any(len(str(key)) > MAX_KEY_CHARS for key in numbers):
+        run.problem(f"episode number key longer than {MAX_KEY_CHARS} characters")
+        numbers = {key: value for key, value in numbers.items() if len(str(key)) <= MAX_KEY_CHARS}
+    turns = [t for t in turns if isinstance(t, dict)]
+    if len(turns) > MAX_TURNS:
+        run.problem(f"episode of more than {MAX_TURNS} turns, the rest not shown")
+        turns = turns[:MAX_TURNS]
+    failed = entry.get("failed") if isinstance(entry.get("failed"), dict) else None
     step = _number(entry.get("step"))
     return {
         "run": run.name,
-        "split": str(entry.get("split") or split),
+        "split": str(entry.get("split") or split)[:MAX_KEY_CHARS],
         "step": int(step) if step is not None else 0,
-        "episode": str(entry.get("episode", entry.get("name", ""))),
-        "task": str(entry.get("task") or ""),
+        "episode": str(entry.get("episode", entry.get("name", "")))[:MAX_KEY_CHARS],
+        "task": str(entry.get("task") or "")[:MAX_KEY_CHARS],
         "reward": reward,
-        "failed": entry.get("failed") if isinstance(entry.get("failed"), dict) else None,
+        "failed": {str(k)[:MAX_KEY_CHARS]: _text(v, run) for k, v in list(failed.items())[:8]} if failed else None,
         "prompt": str(entry.get("prompt") or "")[:4000],
-        "numbers": {str(k): _number(v) for k, v in numbers.items()} if isinstance(numbers, dict) else {},
-        "turns": [_turn(t, i) for i, t in enumerate(turns) if isinstance(t, dict)],
+        "numbers": {str(k): _number(v) for k, v in numbers.items()},
+        "turns": [_turn(t, i, run) for i, t in enumerate(turns)],
     }
 
 

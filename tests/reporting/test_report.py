@@ -92,6 +92,34 @@ def test_bad_input_is_counted_shown_and_skipped(tmp_path, make_run, make_episode
     assert "nowhere: run folder or file does not exist (x1)" in stderr.getvalue()
 
 
+def test_hostile_sizes_and_values_are_bounded_counted_and_still_drawn(tmp_path, make_run, make_episode):
+    """Metrics of ±1e308 (the charts' axes overflowed: no PNG), a 5 MB key, a 10 MB turn, a line separator inside a
+    JSON string (valid JSON; str.splitlines() cut the row in two) and a lone surrogate: the page and the PNGs are
+    written, small, and the problems counted."""
+    huge = make_episode(1, 1.0, [1, -1], agent="x" * 10_000_000)
+    huge["numbers"]["k" * 5_000_000] = 1.0
+    separated = make_episode(2, 0.0, [1, -1], agent="before\u2028after\u0085end")
+    lone = make_episode(3, 0.0, [1, -1], agent="bad \ud800 text")
+    run = make_run(tmp_path / "r", [{"step": s, "data": {"critic/score/mean": v, "k" * 5_000_000: 1.0}} for s, v in ((1, 1e308), (2, -1e308), (3, 0.5), (4, 0.25))],
+                   [huge, separated])  # fmt: skip
+    with open(run / "rollouts" / "train.jsonl", "a", encoding="utf-8", errors="surrogatepass") as f:
+        f.write(json.dumps(lone, ensure_ascii=False) + "\n")  # a writer that kept the surrogate as it came
+    out = report.build([run], tmp_path / "out" / "report.html", stderr=io.StringIO())
+    assert out.stat().st_size < 3_000_000
+    pngs = list((tmp_path / "out" / "report_png").glob("*.png"))
+    assert pngs and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    data = embedded(out.read_text())
+    problems = data["runs"][0]["problems"]
+    assert problems["metrics.jsonl: value beyond ±1e+100"] == 2
+    assert problems["metrics.jsonl: metric key longer than 200 characters"] == 4
+    assert problems["episode number key longer than 200 characters"] == 1
+    assert problems["turn text longer than 8000 characters, cut"] == 2  # both turns of the huge episode
+    assert data["runs"][0]["episodes"] == 3 and "train.jsonl: invalid JSON line" not in problems
+    agent = data["turn_fields"].index("agent")
+    texts = [episode["turns"][0][agent] for episode in data["episodes"]]
+    assert texts[1] == "before\u2028after\u0085end #0" and len(texts[0]) < 8100 and "more characters not shown" in texts[0]
+
+
 def test_model_text_cannot_break_out_of_the_data_script(tmp_path, make_run, make_episode):
     run = make_run(tmp_path / "r", [{"step": 1, "data": {"critic/score/mean": 1.0}}],
                    [make_episode(1, 1.0, [1, -1], agent=INJECTION)])  # fmt: skip
