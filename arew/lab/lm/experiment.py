@@ -24,12 +24,15 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arew.configs import CPU_ROLLOUT_BACKENDS, group_options
 from arew.lab.lm.warm_start import WarmStart
 
+if TYPE_CHECKING:  # the plugin imports verl (seconds): the command line builds its parser without it
+    from arew.verl_plugin.smoke import SmokeRun
+
 LOCKED = WarmStart()
-COMPETENT = replace(LOCKED, inform=1.0, update=1.0)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ def run_folder(out: Path, algo: str, variant: str, seed: int) -> Path:
     return out / "runs" / f"{algo}-{variant}" / f"seed{seed}"
 
 
-def train_arms(lab: LMLab, model: Path, out: Path, *, wandb: bool = False, log=print) -> dict[tuple[str, str, int], "SmokeRun"]:  # noqa: F821
+def train_arms(lab: LMLab, model: Path, out: Path, *, wandb: bool = False, log=print) -> dict[tuple[str, str, int], SmokeRun]:
     """Every arm's finished run; an arm whose folder already logged all its steps is read, not run again."""
     from arew.verl_plugin.smoke import SmokeRun, read_metrics
     from arew.verl_plugin.smoke import run as run_main_ppo
@@ -163,7 +166,8 @@ def run(lab: LMLab, out: Path, model: Path | None = None, *, wandb: bool = False
     calibration = {}
     if model is None:
         cache = out / "models"
-        models = {"locked": build(lab.warm_start, cache, log), "competent": build(replace(lab.warm_start, inform=1.0, update=1.0), cache, log)}
+        competent = replace(lab.warm_start, inform=1.0, update=1.0)  # the same build on competent transcripts
+        models = {"locked": build(lab.warm_start, cache, log), "competent": build(competent, cache, log)}
         if lab.calibration_episodes:
             calibration = calibrate_warm_starts(lab, out, models, log)
         model = models["locked"]

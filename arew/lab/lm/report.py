@@ -31,18 +31,6 @@ METRICS = {
     "i_as_nats": "I_AS (nats)",
     "corr_as_reward": "corr(AS, reward)",
 }
-# the split of a step (verl's timing_s/* keys) and their names
-TIMING = {
-    "generation": "timing_s/gen",
-    "old log-prob": "timing_s/old_log_prob",
-    "ref": "timing_s/ref",
-    "values": "timing_s/values",
-    "advantage": "timing_s/adv",
-    "critic update": "timing_s/update_critic",
-    "actor update": "timing_s/update_actor",
-    "weight sync": "timing_s/update_weights",
-    "step": "timing_s/step",
-}
 # two-sided 95% quantiles of Student's t by degrees of freedom (seeds - 1); beyond the table, the normal's
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
@@ -121,7 +109,9 @@ def calibration_markdown(calibration: dict[str, dict], records: dict[str, dict])
 def timing_markdown(runs: dict[tuple[str, str, int], object]) -> str:
     steps = [step for run in runs.values() for step in run.history()]
     lines = ["| part of a step | seconds (mean over steps) |", "|---|---|"]
-    for name, key in TIMING.items():
+    from arew.verl_plugin.smoke import TIMING_KEYS  # the plugin imports verl: only when a report is written
+
+    for name, key in TIMING_KEYS.items():
         values = [step[key] for step in steps if key in step]
         if values:
             lines.append(f"| {name} | {np.mean(values):.2f} |")
