@@ -44,7 +44,7 @@ def test_the_run_trains_the_locked_warm_start_and_logs_what_the_dashboards_plot(
 def test_the_outputs(chain):
     out, results = chain
     table = results.read_text()
-    assert "| grpo as_bt | 1 | 2 |" in table
+    assert "| grpo as_bt | 1 | 2 | 1 |" in table
     calibration = (out / "calibration.md").read_text()
     assert "| locked |" in calibration and "| competent |" in calibration
     figures = json.loads((out / "calibration" / "locked" / "calibration.json").read_text())["figures"]

@@ -66,7 +66,8 @@ def fake_run(folder, reward_slope: float, steps: int = 12) -> SmokeRun:
     lines = []
     for step in range(1, steps + 1):
         data = {"training/global_step": step, METRIC_KEYS["reward"]: 0.1 + reward_slope * step, METRIC_KEYS["as_proxy"]: 0.2 + reward_slope * step,
-                METRIC_KEYS["bt_proxy"]: 0.0, METRIC_KEYS["i_as_nats"]: 0.5, "timing_s/gen": 2.0, "timing_s/step": 3.0}  # fmt: skip
+                METRIC_KEYS["bt_proxy"]: 0.0, METRIC_KEYS["i_as_nats"]: 0.5, "timing_s/gen": 2.0, "timing_s/step": 3.0,
+                METRIC_KEYS["corr_as_reward"]: None}  # fmt: skip  (verl logs an undefined correlation as null)
         lines.append(json.dumps({"step": step, "data": data}))
     (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     (folder / "run.json").write_text(json.dumps({"wall_seconds": 50.0, "start_up_seconds": 14.0}))
@@ -83,10 +84,11 @@ def test_outputs_from_run_folders(tmp_path):
     assert [row["arm"] for row in rows] == ["grpo vanilla", "grpo as_bt"]
     vanilla, arew = rows
     assert vanilla["reward_change"] == pytest.approx(0.0) and arew["reward_change"] == pytest.approx(0.07)  # last 5 - first 5 steps
+    assert report.window(6) == 3 and report.window(1) == 1  # a short run's ends do not overlap
     assert arew["as_proxy_end"] == pytest.approx(0.2 + 0.01 * 10)
     assert math.isnan(arew["corr_as_reward_start"])  # not logged: n/a, not zero
     table = report.results_markdown(rows)
-    assert "| grpo as_bt | 2 | 12 |" in table and "n/a" in table
+    assert "| grpo as_bt | 2 | 12 | 5 |" in table and "n/a" in table
     timing = report.timing_markdown(runs)
     assert "| generation | 2.00 |" in timing and "| start-up and shutdown of one run | 14.0 |" in timing
     report.plot(runs, tmp_path / "curves.png")

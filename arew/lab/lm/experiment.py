@@ -133,7 +133,7 @@ def validation_rows(task: str, data_dir: Path, n: int) -> list[dict]:
     from arew.envs.registry import prepare_task
     from arew.envs.rows import read_rows
 
-    prepare_task(task, data_dir, n_train=32, n_val=max(n, 4), n_test=4, seed=0, reuse=False)
+    prepare_task(task, data_dir, n_train=32, n_val=max(n, 4), n_test=4, seed=0, reuse=True)
     return read_rows(data_dir / "validation.parquet")[:n]
 
 

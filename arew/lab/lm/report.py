@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,12 +47,19 @@ def t_interval(values: Sequence[float]) -> tuple[float, float]:
 
 
 def series(history: Sequence[dict[str, float]], metric: str) -> np.ndarray:
+    """The metric's value at each step; nan where a step did not log it or logged null (verl's undefined values)."""
     key = METRIC_KEYS[metric]
-    return np.array([float(step.get(key, math.nan)) for step in history], dtype=float)
+    return np.array([math.nan if step.get(key) is None else float(step[key]) for step in history], dtype=float)
+
+
+def window(steps: int) -> int:
+    """Steps averaged at each end of a run: :data:`WINDOW`, or half the run when it is shorter (the ends never overlap)."""
+    return max(1, min(WINDOW, steps // 2))
 
 
 def window_mean(values: np.ndarray, end: bool) -> float:
-    part = values[-WINDOW:] if end else values[:WINDOW]
+    width = window(len(values))
+    part = values[-width:] if end else values[:width]
     part = part[~np.isnan(part)]
     return float(part.mean()) if len(part) else math.nan
 
@@ -62,7 +70,9 @@ def summarise(runs: dict[tuple[str, str, int], object]) -> list[dict]:
     rows = []
     for algo, variant in arms:
         histories = [run.history() for (a, v, _), run in runs.items() if (a, v) == (algo, variant)]
-        row: dict = {"arm": f"{algo} {variant}", "seeds": len(histories), "steps": min(len(h) for h in histories)}
+        steps = min(len(h) for h in histories)
+        histories = [h[:steps] for h in histories]
+        row: dict = {"arm": f"{algo} {variant}", "seeds": len(histories), "steps": steps, "window": window(steps)}
         for metric in METRICS:
             start = [window_mean(series(h, metric), end=False) for h in histories]
             end = [window_mean(series(h, metric), end=True) for h in histories]
@@ -78,19 +88,22 @@ def _cell(mean: float, ci: float) -> str:
     return f"{mean:+.3f} ± {ci:.3f}" if not math.isnan(ci) else f"{mean:+.3f}"
 
 
+def _value(mean: float) -> str:
+    return "n/a" if math.isnan(mean) else f"{mean:.3f}"
+
+
 def results_markdown(rows: Sequence[dict]) -> str:
     lines = [
-        f"| arm | seeds | steps | {' | '.join(f'{label}: first {WINDOW} → last {WINDOW} steps (change)' for label in METRICS.values())} |",
-        "|" + "---|" * (3 + len(METRICS)),
+        f"| arm | seeds | steps | steps averaged at each end | {' | '.join(f'{label}: first → last (change)' for label in METRICS.values())} |",
+        "|" + "---|" * (4 + len(METRICS)),
     ]
     for row in rows:
         cells = [
-            f"{row[f'{m}_start']:.3f} → {row[f'{m}_end']:.3f} ({_cell(row[f'{m}_change'], row[f'{m}_change_ci95'])})"
-            if not math.isnan(row[f"{m}_start"]) else "n/a"
+            f"{_value(row[f'{m}_start'])} → {_value(row[f'{m}_end'])} ({_cell(row[f'{m}_change'], row[f'{m}_change_ci95'])})"
             for m in METRICS
         ]  # fmt: skip
-        lines.append(f"| {row['arm']} | {row['seeds']} | {row['steps']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + f"\n\nMeans over seeds; ± is the 95% t interval of the change over seeds (n/a: not logged).\n"
+        lines.append(f"| {row['arm']} | {row['seeds']} | {row['steps']} | {row['window']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nMeans over seeds; ± is the 95% t interval of the change over seeds (n/a: not logged or undefined).\n"
 
 
 def calibration_markdown(calibration: dict[str, dict], records: dict[str, dict]) -> str:
@@ -136,12 +149,15 @@ def plot(runs: dict[tuple[str, str, int], object], path: Path, smooth: int = 3) 
         for arm in arms:
             curves = [series(run.history(), metric) for key, run in runs.items() if key[:2] == arm]
             length = min(len(c) for c in curves)
-            stacked = np.stack([moving_average(np.nan_to_num(c[:length]), smooth) for c in curves])
+            with np.errstate(invalid="ignore", divide="ignore"):  # steps that logged no value (null) stay gaps, not zeros
+                stacked = np.stack([moving_average(np.nan_to_num(c[:length]), smooth) / moving_average(~np.isnan(c[:length]), smooth) for c in curves])
             steps = np.arange(1, length + 1)
-            mean = stacked.mean(axis=0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an all-gap step: nan, drawn as a gap
+                mean, low, high = np.nanmean(stacked, axis=0), np.nanmin(stacked, axis=0), np.nanmax(stacked, axis=0)
             (line,) = axis.plot(steps, mean, label=" ".join(arm))
             if len(curves) > 1:
-                axis.fill_between(steps, stacked.min(axis=0), stacked.max(axis=0), color=line.get_color(), alpha=0.15)
+                axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.15)
         axis.set_title(METRICS[metric], fontsize=10)
         axis.set_xlabel("training step")
     axes[0].legend(fontsize=8)
