@@ -93,3 +93,13 @@ def test_outputs_from_run_folders(tmp_path):
     assert "| generation | 2.00 |" in timing and "| start-up and shutdown of one run | 14.0 |" in timing
     report.plot(runs, tmp_path / "curves.png")
     assert mpimg.imread(tmp_path / "curves.png").shape[1] > 1000
+
+
+def test_a_page_without_the_blocks_is_refused_before_any_work(tmp_path):
+    from arew.cli import main
+
+    page = tmp_path / "page.md"
+    page.write_text("# no blocks here\n")
+    with pytest.raises(SystemExit, match="lm-lab-command"):
+        main(["lm-lab", "--out", str(tmp_path / "out"), "--publish", str(page)])
+    assert not (tmp_path / "out").exists()
