@@ -39,7 +39,7 @@ import torch
 from arew.lab import export
 from arew.lab.config import LabConfig, Variant, parse_variant
 from arew.lab.train import FINAL_COLUMNS, LOG_COLUMNS, RunResult
-from arew.reporting.report import moving_average
+from arew.reporting.report import masked_moving_average
 from arew.verl_plugin.algorithms import VERL_VERSION
 
 TABLE_METRICS = ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
@@ -146,12 +146,7 @@ def _spread(values: Sequence[float]) -> float:
 
 def _curve(result: RunResult, key: str, window: int) -> np.ndarray:
     """Moving average of a logged column; steps that logged None (e.g. no -1 critique) are skipped, nan if all are."""
-    values = np.array([np.nan if row[key] is None else row[key] for row in result.log], dtype=float)
-    missing = np.isnan(values)
-    if not missing.any():
-        return moving_average(values, window)
-    with np.errstate(invalid="ignore"):
-        return moving_average(np.where(missing, 0.0, values), window) / moving_average(~missing, window)
+    return masked_moving_average([np.nan if row[key] is None else row[key] for row in result.log], window)
 
 
 def first_reach(results: Sequence[RunResult], target: float, window: int) -> tuple[float | str, int]:

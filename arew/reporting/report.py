@@ -373,6 +373,16 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
     return (sums[index] - sums[start]) / (index - start)
 
 
+def masked_moving_average(values: Sequence[float], window: int) -> np.ndarray:
+    """:func:`moving_average` over the points that are not nan; nan where a window holds none (a gap, not a zero)."""
+    x = np.asarray(values, dtype=float)
+    missing = np.isnan(x)
+    if not missing.any():
+        return moving_average(x, window)
+    with np.errstate(invalid="ignore"):
+        return moving_average(np.where(missing, 0.0, x), window) / moving_average(~missing, window)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "panel"
 

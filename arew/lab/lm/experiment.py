@@ -3,8 +3,8 @@
 The chain, each stage cached or resumed so that a rerun of the same command finishes what is missing:
 
 1. the warm starts (:mod:`arew.lab.lm.warm_start`): the *locked* policy the experiment trains, and a
-   *competent* one built the same way on competent transcripts, which shows that the task is learnable at
-   this model size;
+   *competent* one built the same way on competent transcripts, meant to show that the task is learnable at
+   this model size (docs/guides/lm-lab.md: in the published run it does not);
 2. calibration (:mod:`arew.lab.lm.calibration`): both played on the validation episodes before any RL;
 3. the arms: for every algorithm, variant and seed, the recipe a GPU user runs (``task``, ``algo``,
    ``variant`` on ``arew/configs/recipe.yaml``) through :func:`arew.verl_plugin.smoke.run` on the CPU backend
@@ -173,7 +173,7 @@ def run(lab: LMLab, out: Path, model: Path | None = None, *, wandb: bool = False
         model = models["locked"]
     runs = train_arms(lab, Path(model).resolve(), out, wandb=wandb, log=log)
     settings = {"lab": asdict(lab), "model": str(model.name), "wall_seconds": time.perf_counter() - started}
-    return report.write(out, lab, runs, calibration, settings)
+    return report.write(out, runs, calibration, settings)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,7 +186,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step, help="data.train_batch_size")
     parser.add_argument("--rollouts-per-prompt", type=int, default=defaults.rollouts_per_prompt, help="actor_rollout_ref.rollout.n")
     parser.add_argument("--lr", type=float, default=defaults.learning_rate, help="actor (and critic) learning rate")
-    parser.add_argument("--rollout", default=defaults.rollout, choices=sorted(CPU_ROLLOUT_BACKENDS), help="rollout engine (default hf: faster at this size, see the docs)")
+    parser.add_argument("--rollout", default=defaults.rollout, choices=sorted(CPU_ROLLOUT_BACKENDS), help="rollout engine (default hf, which starts faster; vLLM's steps are faster from the third on at 16 episodes: see the docs)")
     parser.add_argument("--inform", type=float, default=LOCKED.inform, help="the locked warm start's share of informative questions")
     parser.add_argument("--update", type=float, default=LOCKED.update, help="the locked warm start's share of real belief updates")
     parser.add_argument("--sft-steps", type=int, default=LOCKED.sft_steps, help="SFT steps of each warm start")

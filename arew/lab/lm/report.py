@@ -66,7 +66,7 @@ def window_mean(values: np.ndarray, end: bool) -> float:
 
 def summarise(runs: dict[tuple[str, str, int], object]) -> list[dict]:
     """One row per arm: for each metric its start, end and change, mean and 95% half-width over seeds."""
-    arms = sorted({(algo, variant) for algo, variant, _ in runs}, key=lambda arm: list(runs).index(next(k for k in runs if k[:2] == arm)))
+    arms = list(dict.fromkeys((algo, variant) for algo, variant, _ in runs))  # in the order the runs came
     rows = []
     for algo, variant in arms:
         histories = [run.history() for (a, v, _), run in runs.items() if (a, v) == (algo, variant)]
@@ -141,16 +141,18 @@ def plot(runs: dict[tuple[str, str, int], object], path: Path, smooth: int = 3) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from arew.reporting.report import moving_average
+    from arew.reporting.report import masked_moving_average
 
     figure, axes = plt.subplots(1, len(METRICS), figsize=(4.2 * len(METRICS), 3.4))
-    arms = list(dict.fromkeys((algo, variant) for algo, variant, _ in runs))
+    histories = {}  # each arm's runs' histories, read once
+    for (algo, variant, _), run in runs.items():
+        histories.setdefault((algo, variant), []).append(run.history())
     for metric, axis in zip(METRICS, axes):
-        for arm in arms:
-            curves = [series(run.history(), metric) for key, run in runs.items() if key[:2] == arm]
+        for arm, arm_histories in histories.items():
+            curves = [series(history, metric) for history in arm_histories]
             length = min(len(c) for c in curves)
-            with np.errstate(invalid="ignore", divide="ignore"):  # steps that logged no value (null) stay gaps, not zeros
-                stacked = np.stack([moving_average(np.nan_to_num(c[:length]), smooth) / moving_average(~np.isnan(c[:length]), smooth) for c in curves])
+            # steps that logged no value (null) stay gaps, not zeros
+            stacked = np.stack([masked_moving_average(c[:length], smooth) for c in curves])
             steps = np.arange(1, length + 1)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # an all-gap step: nan, drawn as a gap
@@ -191,7 +193,7 @@ def publish(out: Path, page: Path, command: str) -> None:
     shutil.copyfile(out / "curves.png", page.parent / PUBLISHED_CURVES)
 
 
-def write(out: Path, lab, runs: dict, calibration: dict[str, dict], settings: dict) -> Path:
+def write(out: Path, runs: dict, calibration: dict[str, dict], settings: dict) -> Path:
     """Every output of the layout above; returns results.md's path."""
     from arew.lab.lm.warm_start import RECORD
     from arew.reporting.report import build as build_report
