@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,118 @@ class FakeChatServer:
             return respond(answer)
         finally:
             self.in_flight -= 1
+
+
+# ---- a hostile server: the fault probe's replies, at the socket ----------------------------------------------------
+def _http(body: bytes, content_type: str = "application/json", status: str = "200 OK", length: int | None = None) -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body) if length is None else length}\r\n"
+    return head.encode() + b"Connection: close\r\n\r\n" + body
+
+
+def _json_reply(text: str) -> bytes:
+    import json
+
+    return json.dumps(completion(text)).encode()
+
+
+async def _huge_chunked(writer, text: str) -> int:
+    """A reply whose JSON goes on with 50 MB of spaces, streamed without a Content-Length until the client hangs up."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    piece, sent = b" " * 65536, 0
+    body = _json_reply(text)
+    writer.write(b"%x\r\n%s\r\n" % (len(body) - 1, body[:-1]))
+    while sent < 50_000_000:
+        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await writer.drain()
+        sent += len(piece)
+    return sent
+
+
+async def _trickle(writer, text: str) -> int:
+    """A valid reply at one byte a second."""
+    reply = _http(_json_reply(text))
+    for k in range(len(reply)):
+        writer.write(reply[k : k + 1])
+        await writer.drain()
+        await asyncio.sleep(1.0)
+    return len(reply)
+
+
+async def _reset(writer, text: str) -> int:
+    """The connection reset (RST, not a clean close) before any byte of the answer."""
+    import socket
+    import struct
+
+    writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return 0
+
+
+# name -> (the answer: the response's bytes given the reply text, or a coroutine that writes it and returns the body
+# bytes sent; whether a client can read a reply from it)
+HOSTILE_REPLIES = {
+    "50 MB body, length declared": (lambda text: _http(b"{", length=50_000_000), False),
+    "50 MB body, chunked": (_huge_chunked, False),
+    "one byte a second": (_trickle, False),
+    "connection reset": (_reset, False),
+    "body shorter than its length": (lambda text: _http(_json_reply(text)[:20], length=4096), False),
+    "invalid UTF-8": (lambda text: _http(_json_reply(text).replace(b'"content": "', b'"content": "\xff\xfe')), False),
+    "HTML page": (lambda text: _http(f"<html><body><p>{text}</p></body></html>".encode(), "text/html"), False),
+    "JSON null": (lambda text: _http(b"null"), False),
+    "JSON string": (lambda text: _http(b'"' + text.encode() + b'"'), False),
+    "choices a string": (lambda text: _http(b'{"choices": "' + text.encode() + b'"}'), False),
+    "choice null": (lambda text: _http(b'{"choices": [null]}'), False),
+    "message a string": (lambda text: _http(b'{"choices": [{"message": "' + text.encode() + b'"}]}'), False),
+    "content a number": (lambda text: _http(b'{"choices": [{"message": {"role": "assistant", "content": 5}}]}'), False),
+    "content a list": (lambda text: _http(b'{"choices": [{"message": {"content": ["' + text.encode() + b'"]}}]}'), False),
+    "completions API shape": (lambda text: _http(b'{"choices": [{"text": "' + text.encode() + b'"}]}'), False),
+    "lone surrogate": (lambda text: _http(_json_reply(text + " \ud800")), True),  # as JSON writes it: an escape
+    "usage and finish reason of wrong types": (
+        lambda text: _http(b'{"choices": [{"message": {"content": "' + text.encode() + b'"}, "finish_reason": 7}], "usage": {"prompt_tokens": "many"}}'),
+        True,
+    ),
+}  # fmt: skip
+
+
+class HostileServer:
+    """A loopback HTTP endpoint that answers every request with one of :data:`HOSTILE_REPLIES`, written at the
+    socket (what a well-behaved web framework would not send: lies about lengths, resets, trickles), wrapping
+    ``text``, the reply a client would accept, wherever the reply carries one. ``sent`` counts the body bytes the
+    clients let it send. Use as ``async with HostileServer(name, text) as url``."""
+
+    def __init__(self, name: str, text: str):
+        self.answer, self.readable = HOSTILE_REPLIES[name]
+        self.text, self.sent, self.requests = text, 0, 0
+        self.tasks: set[asyncio.Task] = set()
+
+    async def _serve(self, reader, writer) -> None:
+        self.tasks.add(asyncio.current_task())
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            await reader.readexactly(length)
+            self.requests += 1
+            if asyncio.iscoroutinefunction(self.answer):
+                self.sent += await self.answer(writer, self.text)
+            else:
+                response = self.answer(self.text)
+                writer.write(response)
+                self.sent += len(response)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client hung up: what a hostile server sees of a client that protects itself
+        finally:
+            writer.close()
+            self.tasks.discard(asyncio.current_task())
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/{uuid.uuid4().hex}/v1"
+
+    async def __aexit__(self, *exc) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        self.server.close()
+        await self.server.wait_closed()
 
 
 # ---- an agent for the episode driver ----------------------------------------------------------------------------

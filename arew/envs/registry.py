@@ -24,7 +24,7 @@ from typing import Any
 
 from arew.envs.base import ActiveReasoningEnv
 from arew.envs.options import check_options
-from arew.envs.rows import SPLIT_ORDER, replaced_whole
+from arew.envs.rows import SPLIT_ORDER, read_json_record, replaced_whole
 from arew.envs.users import USER_OPTIONS, make_user, split_user_options
 from arew.plugins import NAME, TARGET, PluginRegistry, load_target
 
@@ -187,7 +187,7 @@ def prepare_task(
     if spec.source == "required" and source is None:
         raise ValueError(f"task {task_name!r} needs --source: {spec.source_help}")
     record = out / PREPARED
-    if reuse and _read_record(record) == request:
+    if reuse and read_json_record(record) == request:
         return {split: out / f"{split}.parquet" for split in SPLIT_ORDER}
     prepare: Callable[..., dict[str, Path]] = _load(spec, "prepare")
     record.unlink(missing_ok=True)
@@ -207,13 +207,6 @@ def _source_key(source: str | None) -> Any:
         return source  # None, or a name (tau2's task set)
     stat = Path(source).resolve().stat()
     return {"path": str(Path(source).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def _read_record(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def describe(specs: Sequence[TaskSpec] | None = None) -> str:

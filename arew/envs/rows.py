@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -74,6 +75,30 @@ def replaced_whole(path: Path) -> Iterator[Path]:
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def read_json_record(path: Path) -> Any:
+    """The JSON value of a record written whole, or None when it is missing, unreadable or torn: the caller then
+    rebuilds what the record describes, as if it had never been written."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: not JSON, or bytes that are not UTF-8
+        return None
+
+
+def json_lines(path: Path) -> tuple[list[Any], int]:
+    """The JSON values of a JSON-lines file, and how many of its lines are not JSON (the line a kill cut short,
+    bytes that are not UTF-8): those are skipped, for the caller to count or say. Lines end at "\n" only:
+    ``str.splitlines()`` also splits at U+2028 and U+0085, which a JSON string may hold raw."""
+    values, broken = [], 0
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").split("\n"):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except ValueError:
+            broken += 1
+    return values, broken
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -29,7 +29,10 @@ def resolve_model_folder(path: str | Path) -> Path:
     folder = given
     tracker = folder / "latest_checkpointed_iteration.txt"
     if tracker.is_file():
-        folder = folder / f"global_step_{int(tracker.read_text().strip())}"
+        step = tracker.read_text(encoding="utf-8", errors="replace").strip()
+        if not step.isascii() or not step.isdigit():
+            raise FileNotFoundError(f"model {given}: {tracker.name} holds {step[:40]!r}, not a step number (torn by an interrupted save?)")
+        folder = folder / f"global_step_{int(step)}"
         if not folder.is_dir():
             raise FileNotFoundError(f"model {given}: {tracker.name} names {folder.name}, which is missing")
     for inner in ("actor", "huggingface"):

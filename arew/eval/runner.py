@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from arew.envs.registry import make_env
+from arew.envs.rows import json_lines
 from arew.episodes import OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.eval.model import ChatModel, GenerationParams
@@ -83,11 +84,8 @@ def read_episodes(folder: Path) -> dict[str, dict[str, Any]]:
     episodes: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return episodes
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # an interrupted write
+    records, _ = json_lines(path)  # an interrupted write's line is left out
+    for record in records:
         if isinstance(record, dict) and "name" in record:
             episodes[record["name"]] = record
     return episodes

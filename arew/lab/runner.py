@@ -22,6 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from arew.envs.registry import task_names
+from arew.envs.rows import read_json_record
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, Variant, parse_variant
 from arew.lab.reproducibility import PINNED_ENVIRONMENT
 
@@ -173,13 +174,13 @@ class RunCache:
     def get(self, key: str):
         from arew.lab.train import RunResult
 
-        path = self._path(key)
-        if not path.exists():
+        payload = read_json_record(self._path(key))  # none, or torn by a disk that failed it: run again
+        if not isinstance(payload, dict) or payload.get("key") != key:
             return None
-        payload = json.loads(path.read_text())
-        if payload.get("key") != key:
+        try:
+            return RunResult(**payload["result"])
+        except (KeyError, TypeError):  # a record of another version's fields
             return None
-        return RunResult(**payload["result"])
 
     def put(self, key: str, result) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ import torch
 
 from arew.core.records import CHANNEL_INDEX, Segments
 from arew.core.transforms import turn_index
-from arew.envs.rows import replaced_whole
+from arew.envs.rows import json_lines, replaced_whole
 from arew.schema import not_blank, parse_section, setting
 
 logger = logging.getLogger(__name__)
@@ -273,20 +273,12 @@ def drop_rows_from(path: Path, step: int) -> int:
     """
     if not path.exists():
         return 0
-    kept, dropped = [], 0
-    for line in filter(None, path.read_text(encoding="utf-8").split("\n")):  # rows end at "\n" only (utf8_json)
-        try:
-            row = json.loads(line)
-            keep = isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step
-        except ValueError:
-            keep = False
-        if keep:
-            kept.append(line + "\n")
-        else:
-            dropped += 1
+    rows, dropped = json_lines(path)
+    kept = [row for row in rows if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] < step]
+    dropped += len(rows) - len(kept)
     if dropped:
         with replaced_whole(path) as partial:
-            partial.write_text("".join(kept), encoding="utf-8")
+            partial.write_text("".join(utf8_json(row) + "\n" for row in kept), encoding="utf-8")
     return dropped
 
 

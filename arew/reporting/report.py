@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from arew.envs.rows import json_lines
 from arew.metrics.rollouts import DEFAULT_SUBDIR, RUN_RECORD, utf8_json
 from arew.reporting.panels import NEEDS_WORDS, SECTIONS, matching
 
@@ -85,20 +86,14 @@ def _number(value) -> float | None:
 def _jsonl(path: Path, run: Run) -> list[dict]:
     """The file's JSON objects; broken lines (a run cut off mid-write) are counted and skipped."""
     try:
-        # lines end at "\n" only: str.splitlines() also splits at U+2028, U+0085 ..., which JSON strings may hold raw
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        entries, broken = json_lines(path)
     except OSError as error:
         run.problem(f"{path.name}: unreadable ({type(error).__name__})")
         return []
+    if broken:
+        run.problem(f"{path.name}: invalid JSON line", broken)
     objects = []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            run.problem(f"{path.name}: invalid JSON line")
-            continue
+    for entry in entries:
         if isinstance(entry, dict):
             objects.append(entry)
         else:

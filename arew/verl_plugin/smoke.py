@@ -9,7 +9,6 @@ when the run fails or logs fewer training steps than asked for.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arew.configs import CONFIG_DIR, CONFIG_PATH, CPU_ROLLOUT_BACKENDS, group_options, task_config_dirs
+from arew.envs.rows import json_lines
 
 # tau2's prompt (policy and tools, 27k characters) is 21k tokens in the tiny tokenizer's 600-word
 # vocabulary; trained on that prompt with 2000 words it is 6.9k, about what Qwen's tokenizer gives
@@ -152,12 +152,15 @@ def _tiny_model_for(task: str, folder: Path, data_dir: Path) -> Path:
 
 
 def read_metrics(path: Path) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """(training steps in order, the last validation entry) from verl's file logger JSONL."""
+    """(training steps in order, the last validation entry) from verl's file logger JSONL; a line a kill cut short
+    (or any line that is not a step's entry) is left out."""
     steps, validation = [], {}
     if not path.exists():
         return steps, validation
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
+    entries, _ = json_lines(path)
+    for entry in entries:
+        if not (isinstance(entry, dict) and isinstance(entry.get("data"), dict) and isinstance(entry.get("step"), int)):
+            continue
         data = {**entry["data"], "step": entry["step"]}
         if "training/global_step" in data:
             steps.append(data)

@@ -172,6 +172,7 @@ def validation_rows(task: str, data_dir: Path, n: int) -> list[dict]:
 def calibrate_warm_starts(lab: LMLab, out: Path, models: dict[str, Path], log=print) -> dict[str, dict]:
     """Each warm start's calibration figures (``calibration/<name>/calibration.json``, read back when it measured the
     same model, at the same temperature, on as many episodes: a rebuilt warm start has another folder name, its hash)."""
+    from arew.envs.rows import read_json_record, replaced_whole
     from arew.lab.lm.calibration import calibrate
 
     rows = validation_rows(lab.warm_start.task, out / "calibration" / "data", lab.calibration_episodes)
@@ -179,13 +180,16 @@ def calibrate_warm_starts(lab: LMLab, out: Path, models: dict[str, Path], log=pr
     for name, model in models.items():
         path = out / "calibration" / name / "calibration.json"
         measured = {"model": model.name, "temperature": lab.temperature, "episodes": len(rows)}
-        if not path.is_file() or any(json.loads(path.read_text()).get(key) != value for key, value in measured.items()):
+        record = read_json_record(path)  # none, torn, or of another measurement: calibrate
+        if not isinstance(record, dict) or any(record.get(key) != value for key, value in measured.items()):
             started = time.perf_counter()
             result = calibrate(model, rows, path.parent, max_tokens_per_turn=lab.max_tokens_per_turn, response_length=lab.response_length,
                                temperature=lab.temperature)  # fmt: skip
+            record = {**measured, "figures": result, "seconds": time.perf_counter() - started}
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({**measured, "figures": result, "seconds": time.perf_counter() - started}, indent=2) + "\n")
-        figures[name] = json.loads(path.read_text())
+            with replaced_whole(path) as partial:
+                partial.write_text(json.dumps(record, indent=2) + "\n")
+        figures[name] = record
         log(f"lm-lab: calibration of the {name} warm start: " + ", ".join(
             f"{key} {value['mean']:.3f}" for key, value in figures[name]["figures"].items()))  # fmt: skip
     return figures

@@ -35,7 +35,7 @@ from arew_tau2.customer.base import PROCESS_STATS
 from arew_tau2.customer.llm import repeated_run
 from arew_tau2.customer.offline import _matches
 from arew_tau2.runtime import ToolCall, new_environment, runtime
-from fakes import completion, delay
+from fakes import HOSTILE_REPLIES, HostileServer, completion, delay
 
 # the share of base tasks whose expected user actions the offline customer performs for a scripted
 # agent (measured: 114/114 with both phrasings); a floor, so that rule changes that lose tasks fail
@@ -415,6 +415,20 @@ async def test_server_down_falls_back_and_counts(base_tasks, caplog):
     assert PROCESS_STATS.fallbacks == before + 1
     repeat = llm(mms_task(base_tasks), f"http://127.0.0.1:{free_port()}/v1", max_retries=0, fallback="repeat")
     assert (await repeat.reply("Hi", FakeDevice())).text == prompts.REPEAT
+
+
+@pytest.mark.parametrize("reply", HOSTILE_REPLIES)
+async def test_a_hostile_server_costs_one_counted_fallback_or_is_read(base_tasks, reply):
+    """The fault probe's server replies (tests/chat/test_hostile_servers.py runs the other clients on them)."""
+    async with HostileServer(reply, "Thanks, it works now.") as url:
+        customer = llm(mms_task(base_tasks), url, timeout=1.0, max_retries=0)
+        turn = await customer.reply("Please turn airplane mode off.", FakeDevice())
+    stats = customer.stats
+    failures = stats.timeouts + stats.connection_errors + stats.http_errors + stats.parse_failures
+    if HOSTILE_REPLIES[reply][1]:
+        assert (turn.source, turn.text.replace(" \ufffd", ""), failures) == ("llm", "Thanks, it works now.", 0)
+    else:
+        assert (turn.source, failures, stats.fallbacks) == ("fallback", 1, 1)
 
 
 async def test_shared_semaphore_bounds_requests_in_flight(serve, base_tasks):
