@@ -16,6 +16,11 @@ Choices, fixed here:
   information starts as revealed, so "how old are you?" earns nothing;
 - a case is kept when it has the four options A-D, a gold letter among them, a question,
   context, and at least :data:`MIN_OPEN_FACTS` facts that are not known;
+- where a record also has an ``answer`` text, it must name the option ``answer_idx`` names: the same
+  text (case, spacing and a full stop aside), a name :data:`SYNONYMS` gives for it, or a wording that
+  shares more content terms with that option than with any other (:func:`answer_agreement`). A text
+  that equals another option, is closer to one, ties, or shares no term with any option leaves the case
+  out; what is left out, and what was kept on its wording, is logged with the reason and the ids;
 - splits: the kept cases are ordered by id and shuffled with ``seed``; test takes the first
   ``n_test``, validation the next ``n_val``, train the next ``n_train`` (fewer, with a
   warning, when the file runs out), so the test set does not depend on the other sizes
@@ -124,17 +129,56 @@ def normalize_case(record: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _normal_text(text: Any) -> str:
+# other names of one condition, as MedQA-style answer texts and options write them (each to the name the others map to)
+SYNONYMS = {
+    "henoch-schönlein purpura": "iga vasculitis", "henoch-schonlein purpura": "iga vasculitis",
+    "wegener granulomatosis": "granulomatosis with polyangiitis", "wegener's granulomatosis": "granulomatosis with polyangiitis",
+    "churg-strauss syndrome": "eosinophilic granulomatosis with polyangiitis",
+    "lou gehrig disease": "amyotrophic lateral sclerosis", "als": "amyotrophic lateral sclerosis",
+    "pseudotumor cerebri": "idiopathic intracranial hypertension",
+    "reiter syndrome": "reactive arthritis", "reiter's syndrome": "reactive arthritis",
+    "pick disease": "frontotemporal dementia", "devic disease": "neuromyelitis optica",
+    "hyaline membrane disease": "neonatal respiratory distress syndrome",
+    "mi": "myocardial infarction", "heart attack": "myocardial infarction",
+}  # fmt: skip
+
+
+def _plain(text: Any) -> str:
     return " ".join(str(text).split()).rstrip(".").casefold()
 
 
-def _answer_mismatch(record: dict[str, Any]) -> bool:
-    """The record's ``answer`` text names a different option than its ``answer_idx`` (absent text: no check)."""
+def _canonical(text: Any) -> str:
+    return SYNONYMS.get(_plain(text), _plain(text))
+
+
+def answer_agreement(record: dict[str, Any]) -> tuple[bool, str | None]:
+    """(whether the record's ``answer`` text names the option its ``answer_idx`` names, and how, for the log:
+    None for the same text or no text to check)."""
     answer, options = record.get("answer"), record.get("options")
     letter = str(record.get("answer_idx", "")).strip().upper()
     if answer is None or not isinstance(options, dict) or letter not in options:
-        return False
-    return _normal_text(answer) != _normal_text(options[letter])
+        return True, None
+    if _plain(answer) == _plain(options[letter]):
+        return True, None
+    if _canonical(answer) == _canonical(options[letter]):
+        return True, "a known synonym of"
+    others = [other for other in options if other != letter]
+    same = next((other for other in others if _canonical(answer) == _canonical(options[other])), None)
+    if same is not None:
+        return False, f"names option {same}"
+    shared = {other: len(terms(str(answer)) & terms(str(value))) for other, value in options.items()}
+    rival = max(others, key=lambda other: shared[other])
+    if shared[letter] == shared[rival] == 0:
+        return False, "shares no word with any option"
+    if shared[rival] > shared[letter]:
+        return False, f"is closer to option {rival}"
+    if shared[rival] == shared[letter]:
+        return False, f"shares as many words with option {rival}"
+    return True, "another wording of"
+
+
+def _shown(ids: list[str]) -> str:
+    return ", ".join(ids[:10]) + (" ..." if len(ids) > 10 else "")
 
 
 def _order_key(case: dict[str, Any]) -> tuple:
@@ -146,12 +190,17 @@ def build_splits(
     records: list[dict[str, Any]], n_train: int, n_val: int, n_test: int, seed: int
 ) -> dict[str, list[dict[str, Any]]]:
     """``extra_info`` dicts per split (see the module docstring for the rule)."""
-    kept, mismatched = [], []
+    kept, skipped, reworded = [], {}, {}
     for record in records:
-        (mismatched if isinstance(record, dict) and _answer_mismatch(record) else kept).append(record)
-    if mismatched:
-        shown = ", ".join(str(r.get("id")) for r in mismatched[:10]) + (" ..." if len(mismatched) > 10 else "")
-        logger.warning("MediQ: skipped %d cases whose answer text names another option than answer_idx (ids %s)", len(mismatched), shown)
+        agrees, how = answer_agreement(record) if isinstance(record, dict) else (True, None)
+        if agrees:
+            kept.append(record)
+        if how is not None:
+            (reworded if agrees else skipped).setdefault(how, []).append(str(record.get("id")))
+    for how, ids in skipped.items():
+        logger.warning("MediQ: skipped %d cases whose answer text does not name the option answer_idx names: it %s (ids %s)", len(ids), how, _shown(ids))
+    for how, ids in reworded.items():
+        logger.info("MediQ: kept %d cases whose answer text is %s the option answer_idx names (ids %s)", len(ids), how, _shown(ids))
     cases = sorted((c for c in map(normalize_case, kept) if c is not None), key=_order_key)
     ids = [c["case_id"] for c in cases]
     if len(set(ids)) != len(ids):

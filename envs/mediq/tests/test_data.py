@@ -127,4 +127,29 @@ def test_answer_text_naming_another_option_is_skipped_and_reported(caplog):
     splits = build_splits(records, 20, 2, 2, seed=0)
     ids = {r["case_id"] for rows in splits.values() for r in rows}
     assert "50" not in ids and "51" in ids  # "C" is Bronchitis but the text says Pneumonia; "51" differs only in case
-    assert "skipped 1 cases whose answer text names another option" in caplog.text and "50" in caplog.text
+    assert "skipped 1 cases whose answer text does not name the option answer_idx names: it names option B (ids 50)" in caplog.text
+
+
+VASCULITIS = {"A": "IgA vasculitis", "B": "Kawasaki disease", "C": "Immune thrombocytopenic purpura", "D": "Septic arthritis"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept", "why"),
+    [
+        ("Henoch-Schönlein vasculitis", True, "another wording of"),  # shares the option's words
+        ("IgA  Vasculitis.", True, None),  # spacing, case and the full stop only
+        ("vasculitis (IgA)", True, "another wording of"),
+        ("Henoch-Schönlein purpura", True, "a known synonym of"),  # shares a word with option C only: the table knows it
+        ("Kawasaki disease", False, "it names option B"),  # another option, exactly
+        ("Thrombocytopenic purpura", False, "it is closer to option C"),
+        ("Thrombocytopenic vasculitis", False, "it shares as many words with option C"),  # a tie: which option is meant is unknown
+        ("Acute rheumatic fever", False, "it shares no word with any option"),
+    ],
+)
+def test_the_answer_text_check_accepts_another_wording_and_says_what_it_skips(caplog, answer, kept, why):
+    records = [case(i) for i in range(12)] + [{**case(60, answer="A", options=VASCULITIS), "answer": answer}]
+    with caplog.at_level("INFO"):
+        splits = build_splits(records, 20, 2, 2, seed=0)
+    assert ("60" in {r["case_id"] for rows in splits.values() for r in rows}) == kept
+    if why is not None:
+        assert why in caplog.text and "60" in caplog.text
