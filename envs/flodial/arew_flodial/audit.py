@@ -370,6 +370,20 @@ class EliminateRandom(_FloDialPolicy):
         return w / w.sum()
 
 
+class DecoyOnTop(_FloDialPolicy):
+    """Raises the gold's score and share as the competent does, but keeps a decoy (the first other candidate) a step
+    above the gold, so the gold is never named."""
+
+    STEP = 0.05
+
+    def belief(self, view: View, env: FloDialEnv) -> np.ndarray:
+        assert self.oracle is not None
+        w = np.minimum(self.oracle.posterior(), 1.0 - self.STEP)
+        decoy = next(index for index in range(env.n) if index != env.gold)
+        w[decoy] = w[env.gold] + self.STEP
+        return w
+
+
 class Oscillate(_FloDialPolicy):
     def belief(self, view: View, env: FloDialEnv) -> np.ndarray:
         a = np.linspace(0.9, 0.1, env.n)
@@ -398,6 +412,7 @@ ADVERSARIES: dict[str, Callable[[], Policy]] = {
     "raise_random": RaiseRandom,
     "eliminate_random": EliminateRandom,
     "oscillate": Oscillate,
+    "decoy_on_top": DecoyOnTop,
     "yes_only": YesOnly,
 }
 

@@ -17,11 +17,16 @@ Critiques (paper E.3.1, docs/method.md §11):
   that asked only the rows answered Yes earned AS +1.00 against the competent policy's
   +0.42-0.52 and identified nothing (reward 0-0.13);
 - update (BT): -1 for an invalid update (the previous belief is kept). After Yes/No: +1
-  iff the gold candidate's score rose (w_t[gold] > w_prev[gold]) *and* so did its share of
+  iff the gold candidate's score rose (w_t[gold] > w_prev[gold]), so did its share of
   all scores (w_t[gold] / sum(w_t) > w_prev[gold] / sum(w_prev), 1/D for an all-zero
-  belief), else -1. The share condition is an addition to the paper's rule: without it
-  raising every score (or setting every score to 1) earned +1 after every answer without
-  knowing which candidate is the gold (``raise_all``, ``all_ones`` in the audit, reward 0).
+  belief), *and* it moved toward the top: no candidate is above it after the update, or the
+  best other candidate's lead over it shrank; else -1. The share and top conditions are
+  additions to the paper's rule: without the share, raising every score (or setting every
+  score to 1) earned +1 after every answer without knowing which candidate is the gold
+  (``raise_all``, ``all_ones`` in the audit, reward 0); without the top, raising the gold's
+  score and share while a decoy stays a step above it earned +1 after every answer and never
+  named the gold (``decoy_on_top``, reward 0). A decoy whose lead shrinks by a hair at every
+  update still earns +1: a rule turn by turn cannot tell it from a belief converging slowly.
   One exception, ``bt_saturation`` (default on): when the gold score was already 1 and stays
   1, and it is the only top score after the update, the update gets +1, since no rise is
   possible (off: no exception). After Unknown or an invalid question: +1 iff the belief is
@@ -172,7 +177,15 @@ class FloDialEnv(ChoiceEnv):
         )
         self._informative_updates += 1
         self._informative_rises += int(rose)
-        return (1 if (rose and share_rose) or saturated else -1), "gold_rise"
+        return (1 if (rose and share_rose and self._toward_top(w, prev)) or saturated else -1), "gold_rise"
+
+    def _toward_top(self, w: np.ndarray, prev: np.ndarray) -> bool:
+        """Whether the gold ends at the top (ties allowed) or the best other candidate's lead over it shrank."""
+
+        def lead(v: np.ndarray) -> float:
+            return float(np.max(np.delete(v, self.gold)) - v[self.gold])
+
+        return lead(w) <= scoring.EQUAL_TOL or lead(w) < lead(prev) - scoring.EQUAL_TOL
 
     def _share(self, w: np.ndarray) -> float:
         """The gold candidate's share of all scores (1/D for an all-zero belief)."""

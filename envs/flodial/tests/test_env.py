@@ -110,7 +110,8 @@ def test_invalid_question_is_minus_one(payload):
     [
         (0, "0.1, 0.3, 0.2, 0.2, 0.2", 1),  # Yes, gold rose
         (0, "0.1, 0.2, 0.1, 0.1, 0.1", -1),  # Yes, gold unchanged (others fell)
-        (1, "0.3, 0.25, 0.1, 0.2, 0.15", 1),  # No, gold rose
+        (1, "0.2, 0.3, 0.1, 0.2, 0.15", 1),  # No, gold rose
+        (1, "0.3, 0.25, 0.1, 0.2, 0.15", -1),  # No, gold rose but another candidate rose past it
         (1, "0.3, 0.1, 0.3, 0.2, 0.1", -1),  # No, gold fell
     ],
 )
@@ -120,6 +121,22 @@ def test_bt_after_yes_or_no_needs_the_gold_score_to_rise(row, scores, critique):
     step = update(env, scores)
     assert step.critique == critique and step.info["bt_rule"] == "gold_rise"
     assert step.info["bt_proxy"] == pytest.approx(float(scores.split(", ")[GOLD]) - 0.2)
+
+
+@pytest.mark.parametrize(
+    "second, critique",
+    [
+        ("0.45, 0.3, 0.05, 0.1, 0.1", 1),  # the leader's lead over the gold shrank: toward the top
+        ("0.35, 0.3, 0.05, 0.05, 0.05", 1),
+        ("0.6, 0.3, 0.0, 0.0, 0.0", -1),  # the gold's score and share rose, the leader's lead held: a decoy kept on top
+    ],
+)
+def test_bt_needs_the_gold_to_move_toward_the_top(second, critique):
+    env = make(Scripted(0, 2))
+    act(env, "q?")
+    assert update(env, "0.5, 0.2, 0.1, 0.1, 0.1").critique == -1  # a candidate put above the gold
+    act(env, "q2?")
+    assert update(env, second).critique == critique
 
 
 @pytest.mark.parametrize("saturation, critique", [(True, 1), (False, -1)])
