@@ -321,6 +321,20 @@ class SoloRepeat(_Scripted):
         return texts
 
 
+class SoloUnfinished(_Scripted):
+    """The expected repairs without a diagnosis, all but the last, then the stop: every call it makes is needed."""
+
+    def plan(self, env: Any) -> list[str]:
+        return [call(name, arguments) for _, name, arguments in _expected(env)[:-1]]
+
+
+class SoloRepairUndo(_Scripted):
+    """Each expected repair, then the same call again (a toggle goes back), then the stop."""
+
+    def plan(self, env: Any) -> list[str]:
+        return [call(name, arguments) for _, name, arguments in _expected(env) for _ in range(2)]
+
+
 class SoloAnswerEarly(_Scripted):
     def plan(self, env: Any) -> list[str]:
         return [call("check_status_bar")]
@@ -369,6 +383,31 @@ class DualCompetent(_Scripted):
             texts.append(request if request not in texts else request.replace(".</interact>", " once more.</interact>"))
         texts.append(say(CHECK_NOW))
         return texts
+
+
+class DualUnfinished(_Scripted):
+    """The expected repairs without a diagnosis, all but the last (the customer's asked for, the company's made), then a
+    goodbye before anyone checks that it works."""
+
+    def plan(self, env: Any) -> list[str]:
+        texts = [say(GREETING)]
+        for requestor, name, arguments in _expected(env)[:-1]:
+            texts.append(call(name, arguments) if requestor == "assistant" else say(repair_request(name, arguments)))
+        return texts + [say("That should fix it. Thank you for calling, goodbye!")]
+
+
+class DualRepairUndo(_Scripted):
+    """Each expected repair asked for twice (a toggle goes back), then the check."""
+
+    def plan(self, env: Any) -> list[str]:
+        texts = [say(GREETING)]
+        for requestor, name, arguments in _expected(env):
+            if requestor == "assistant":
+                texts += [call(name, arguments)] * 2
+            else:
+                request = say(repair_request(name, arguments))
+                texts += [request, request.replace(".</interact>", " once more.</interact>")]
+        return texts + [say(CHECK_NOW)]
 
 
 class Shotgun(_Scripted):
@@ -551,11 +590,15 @@ SOLO_ADVERSARIES: dict[str, Callable[[], Policy]] = {
     "spam_reads": SpamReads,
     "spam_writes": SpamWrites,
     "repeat_calls": SoloRepeat,
+    "unfinished": SoloUnfinished,
+    "repair_undo": SoloRepairUndo,
     "answer_early": SoloAnswerEarly,
     "format": SoloFormat,
 }
 DUAL_ADVERSARIES: dict[str, Callable[[], Policy]] = {
     "shotgun": Shotgun,
+    "unfinished": DualUnfinished,
+    "repair_undo": DualRepairUndo,
     "shotgun_split": ShotgunSplit,
     "keyword_stuffing": KeywordStuffing,
     "negated": Negated,

@@ -9,14 +9,27 @@ task, compared as tau2's ActionEvaluator does (name and compared arguments, requ
 ``critique_expected_action``); -1 a WRITE tool that succeeded but changed neither database
 (``critique_noop_write``); -1 a WRITE tool that succeeded, changed a database and matches no
 expected action of the task at all (``critique_unneeded_write``: it changed something the task
-does not need changed: a setting that was right, the wrong network mode, a suspended line); 0
-otherwise. A failing call that matches an expected action still gets -1 (and still counts for
+does not need changed: a setting that was right, the wrong network mode, a suspended line); -1 a
+WRITE that matches an expected action already matched and takes the databases back to a state
+the episode was in before (``critique_undone_repair``: toggling a repair back); +1 a phone
+reading, new in the episode as (tool, output), that bears on the task (:func:`diagnostic_reads`;
+``critique_information``: in solo control the agent diagnoses itself, and a necessary diagnosis
+must not be worth less than skipping it); 0 otherwise. A failing call that matches an expected action still gets -1 (and still counts for
 tau2). An expected action that changes nothing (``reboot_device`` with nothing to reset: 2 base
 tasks) is the task's own step, so its match outranks the no-op rule. An expected action listed
 twice (3 base tasks list ``reboot_device`` twice) is matched by the first call, so replaying its
 second occurrence gets 0, or -1 when it changes nothing: tau2 itself needs only one such call. A
-call that matches an expected action already matched (toggling airplane mode back) is not
-"unneeded": 0, or -1 as a repeat from a state seen before.
+call that matches an expected action already matched is not "unneeded": it gets 0 (a second
+reboot after the line is resumed), or -1 when it toggles the repair back (``undone_repair``).
+
+**The end.** The decision that ends the episode (the agent's ``<answer>`` stop, 0 otherwise; in dual
+control also the message after which the customer ends the call) gets -1 while the scenario's
+success reading (``arew_tau2.customer.offline.goal_of``: MMS sends, the speed test is excellent,
+the status bar shows signal) has not shown success since the databases last changed
+(``critique_unverified_end``). A task without a success reading, or whose resolution is a transfer
+that was made, ends without it. Without this rule the expected repairs without the last one earned
+more critique than doing the task (solo +0.77 against +0.42 at reward 0), and a goodbye before
+checking the fix was paid like progress.
 
 **Why these rules.** A trained policy learns whatever earns +1. The offline customer used to act
 on sentences that ask for nothing ("Resetting your APN settings is not necessary right now."),
@@ -52,6 +65,8 @@ on its own initiative earns the message nothing and costs it nothing. In order:
   any call, is no news, and reading everything the phone shows earns only the readings that
   bear on the task); or (c) during the reply a customer call the message asked for newly matched an expected
   user-side action (the message led the customer to a repair).
+- -1 when the customer made a call the message asked for that toggled a repair back
+  (``critique_undone_repair``), whatever else the reply brought.
 - -1 when the message repeats an earlier one (same lower-case words in order) and brought
   none of that (``critique_repeat``); 0 otherwise.
 
@@ -117,14 +132,18 @@ def tool_call_critique(
     new_action: bool,
     noop_write: bool,
     unneeded_write: bool = False,
+    undone_repair: bool = False,
+    new_reading: bool = False,
 ) -> tuple[int, str]:
-    """(critique, rule) of a call that reached tau2."""
+    """(critique, rule) of a call that reached tau2; ``new_reading``: a phone reading new in the episode that bears on the task."""
     for rule, applies, switched_on, value in (
         ("tool_error", tool_error, settings.critique_tool_error, -1),
         ("repeat", repeat, settings.critique_repeat, -1),
         ("expected_action", new_action, settings.critique_expected_action, 1),
         ("noop_write", noop_write, settings.critique_noop_write, -1),
         ("unneeded_write", unneeded_write, settings.critique_unneeded_write, -1),
+        ("undone_repair", undone_repair, settings.critique_undone_repair, -1),
+        ("information", new_reading, settings.critique_information, 1),
     ):
         if applies and switched_on:
             return value, rule
@@ -132,17 +151,28 @@ def tool_call_critique(
 
 
 def message_critique(
-    settings: Tau2Settings, *, news: bool, repeat: bool, unneeded_write: bool = False
+    settings: Tau2Settings, *, news: bool, repeat: bool, unneeded_write: bool = False, undone_repair: bool = False
 ) -> tuple[int, str]:
     """(critique, rule) of a valid message to the customer; ``news``: the reply brought information;
-    ``unneeded_write``: the customer made a write the message asked for that matches no expected action."""
+    ``unneeded_write``: the customer made a write the message asked for that matches no expected action;
+    ``undone_repair``: one that changed the phone again as an expected action already matched asks."""
     if unneeded_write and settings.critique_unneeded_write:
         return -1, "unneeded_write"
+    if undone_repair and settings.critique_undone_repair:
+        return -1, "undone_repair"
     if news and settings.critique_information:
         return 1, "information"
     if repeat and not news and settings.critique_repeat:
         return -1, "repeat"
     return NEUTRAL
+
+
+def end_critique(settings: Tau2Settings, critique: tuple[int, str], *, verified: bool) -> tuple[int, str]:
+    """(critique, rule) of the decision that ends the episode, whose own critique is ``critique``: -1 when the
+    success reading has not shown success since the phone last changed (``verified``), else its own."""
+    if not verified and settings.critique_unverified_end:
+        return -1, "unverified_end"
+    return critique
 
 
 def identity_items(known_info: str | None) -> dict[str, str]:

@@ -71,6 +71,7 @@ from arew_tau2 import DUAL, SOLO, prompts
 from arew_tau2 import tools as tool_text
 from arew_tau2.critiques import (
     diagnostic_reads,
+    end_critique,
     identity_items,
     invalid_critique,
     message_critique,
@@ -143,8 +144,10 @@ class Tau2Env(ActiveReasoningEnv):
         "critique_repeat": Option(bool, "-1 for a call repeated from the same state, or a message repeated without news"),
         "critique_noop_write": Option(bool, "-1 for a WRITE tool that changed nothing"),
         "critique_unneeded_write": Option(bool, "-1 for a WRITE that changed something and matches no expected action, or a message that asked the customer for a write matching none"),
+        "critique_undone_repair": Option(bool, "-1 for a WRITE (or a message asking for one) that toggles an already matched repair back"),
         "critique_expected_action": Option(bool, "+1 for a call that newly matches an expected action"),
-        "critique_information": Option(bool, "+1 for a message whose reply newly brings identity, or a diagnostic reading or a repair it asked for"),
+        "critique_information": Option(bool, "+1 for a new phone reading that bears on the task (solo: the agent's own), or a message whose reply newly brings identity or a repair it asked for"),
+        "critique_unverified_end": Option(bool, "-1 for ending the episode before the success reading has shown success since the phone last changed"),
         **CUSTOMER_OPTIONS,
     }
     # the options' defaults: those of the settings and of the customer, which the options go to
@@ -194,10 +197,12 @@ class Tau2Env(ActiveReasoningEnv):
         self._expected = list(criteria.actions or []) if criteria is not None else []
         self._matched = [False] * len(self._expected)
         self._identity = identity_items(getattr(task.user_scenario.instructions, "known_info", None))
-        goal = goal_of(task)
-        self._goal_tool = goal[0] if goal else None
+        self._goal = goal_of(task)
+        self._goal_tool = self._goal[0] if self._goal else None
+        self._success_seen = False  # the success reading has shown success since the phone last changed
         self._diagnostic = diagnostic_reads([a.name for a in self._expected], self._goal_tool)
         self._state = self._hash()
+        self._states = {self._state}  # every state of the databases the episode has been in
         self._messages: list[Any] = []
         self._turn = 0
         self._done = False
@@ -282,6 +287,24 @@ class Tau2Env(ActiveReasoningEnv):
         self._counts["invalid"] += 1
         return self._step(prompts.invalid(reason), invalid_critique(self.settings), 0, valid=False, kind="invalid", rule=rule, error=reason)
 
+    def _observe(self, name: str, result: Any, before: tuple[str | None, str | None]) -> bool:
+        """Keep track of whether the success reading shows success on the phone as it is now; returns whether the call
+        took the databases back to a state the episode was in before (another one than just before it)."""
+        if self._state != before:
+            self._success_seen = False
+        if self._goal and name == self._goal[0] and not result.error and self._goal[1](result.content or ""):
+            self._success_seen = True
+        returned = self._state != before and self._state in self._states
+        self._states.add(self._state)
+        return returned
+
+    @property
+    def _verified(self) -> bool:
+        """Whether ending now is the end of a task done: the success reading showed success on the phone as it is,
+        or the task has no success reading, or its resolution is a transfer that was made."""
+        transferred = any(done and action.name == "transfer_to_human_agents" for action, done in zip(self._expected, self._matched))
+        return self._goal is None or self._success_seen or transferred
+
     def _match(self, call: ToolCall) -> tuple[list[int], bool]:
         """(the expected actions the call newly matches, whether it matches any expected action)."""
         new, matches = [], False
@@ -328,9 +351,14 @@ class Tau2Env(ActiveReasoningEnv):
         result = self.env.get_response(call)
         self._messages += [AssistantMessage(role="assistant", tool_calls=[call]), result]
         self._state = self._hash()
+        returned = self._observe(spec.name, result, before)
         noop = spec.kind == "write" and not result.error and self._state == before
         new, expected = self._match(call)
         unneeded = spec.kind == "write" and not result.error and not noop and not expected
+        undone = spec.kind == "write" and not result.error and returned and expected and not new
+        output = (spec.name, result.content or "")
+        reading = spec.kind == "read" and not result.error and spec.name in self._diagnostic and output not in self._seen_outputs
+        self._seen_outputs.add(output)
         self._counts["tool_calls"] += 1
         self._counts["tool_errors"] += int(result.error)
         self._counts["repeats"] += int(repeat)
@@ -343,6 +371,8 @@ class Tau2Env(ActiveReasoningEnv):
             new_action=bool(new),
             noop_write=noop,
             unneeded_write=unneeded,
+            undone_repair=undone,
+            new_reading=reading,
         )
         shown = tool_text.show_output(result.content, self.settings.tool_output_chars)
         return self._step(
@@ -356,6 +386,8 @@ class Tau2Env(ActiveReasoningEnv):
             repeat=repeat,
             noop_write=noop,
             unneeded_write=unneeded,
+            undone_repair=undone,
+            new_reading=reading,
             new_actions=[self._expected[i].action_id for i in new],
         )
 
@@ -372,9 +404,11 @@ class Tau2Env(ActiveReasoningEnv):
         if problem:
             return DeviceResult(f"Error: {problem}", True)
         call = ToolCall(id=self._next_id(), name=spec.name, arguments=dict(arguments), requestor="user")
+        before = self._state
         result = self.env.get_response(call)
         self._messages += [UserMessage(role="user", tool_calls=[call]), result]
         self._state = self._hash()
+        returned = self._observe(spec.name, result, before)
         new, expected = self._match(call)
         output = (spec.name, result.content or "")
         reading = spec.kind == "read" and not result.error and output not in self._seen_outputs
@@ -387,6 +421,7 @@ class Tau2Env(ActiveReasoningEnv):
                 "new_reading": reading,
                 "new_actions": new,
                 "unneeded": spec.kind == "write" and not expected,
+                "undone": spec.kind == "write" and not result.error and returned and expected and not new,
             }
         )
         return DeviceResult(result.content or "", bool(result.error))
@@ -413,12 +448,14 @@ class Tau2Env(ActiveReasoningEnv):
         readings = [e["tool"] for e in diagnostic if e["tool"] in asked]
         repairs = [self._expected[i].action_id for e in events if e["tool"] in asked for i in e["new_actions"]]
         unneeded = [e["tool"] for e in events if e["unneeded"] and e["tool"] in asked]
+        undone = [e["tool"] for e in events if e["undone"] and e["tool"] in asked]
         news = bool(identity or readings or repairs)
         self._counts["repeats"] += int(repeat)
         self._counts["info_reveals"] += int(news)
         self._counts["unneeded_writes"] += len(unneeded)
-        critique, rule = message_critique(self.settings, news=news, repeat=repeat, unneeded_write=bool(unneeded))
+        critique, rule = message_critique(self.settings, news=news, repeat=repeat, unneeded_write=bool(unneeded), undone_repair=bool(undone))
         if stop:
+            critique, rule = end_critique(self.settings, (critique, rule), verified=self._verified)
             self._finish(STOP_TOKENS[stop])
         return self._step(
             prompts.customer_reply(reply, bool(stop)),
@@ -433,6 +470,7 @@ class Tau2Env(ActiveReasoningEnv):
             customer_tools=[e["tool"] for e in events],
             requested_tools=sorted(asked),
             unneeded_writes=unneeded,
+            undone_repairs=undone,
             new_identity=sorted(identity),
             new_readings=readings,
             new_actions=repairs,
@@ -445,6 +483,7 @@ class Tau2Env(ActiveReasoningEnv):
         if self._done:
             raise RuntimeError("the episode is over")
         payload = parsing.extract_payload(text, "answer")
+        critique, rule = end_critique(self.settings, (0, "stop"), verified=self._verified) if payload.ok else (invalid_critique(self.settings), "invalid")
         if payload.ok:
             closing = payload.value
             content = AGENT_STOP_TOKEN if self.solo else (closing + "\n" + AGENT_STOP_TOKEN).strip()
@@ -455,11 +494,12 @@ class Tau2Env(ActiveReasoningEnv):
             self._finish("max_turns")
         return StepResult(
             feedback=prompts.answer_recorded(self.solo) if payload.ok else prompts.answer_invalid(payload.error),
-            critique=0 if payload.ok else invalid_critique(self.settings),
+            critique=critique,
             channel=Channel.AS,
             valid=payload.ok,
             done=True,
-            info={"turn": self._turn, "kind": "answer", "error": payload.error, "termination": self._termination, "reward": self.reward()},
+            info={"turn": self._turn, "kind": "answer", "rule": rule, "error": payload.error, "termination": self._termination,
+                  "reward": self.reward()},  # fmt: skip
         )
 
     def _finish(self, reason: str) -> None:

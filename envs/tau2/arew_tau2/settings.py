@@ -26,11 +26,17 @@ class Tau2Settings:
       no expected action of the task, and for a message that led the customer to a write (one
       the message asked for) that matches no expected action, whatever else it brought: asking
       for repairs without diagnosing does not pay;
+    - ``critique_undone_repair``: -1 for a WRITE that matches an expected action already matched
+      and takes the databases back to a state of the episode before (toggling a repair back), and
+      for a message that led the customer to one;
     - ``critique_expected_action``: +1 for a call that newly matches an expected action;
-    - ``critique_information``: +1 for a message whose reply newly brings identity, or, among
-      the phone calls the message asked for, a reading new in the episode that bears on the
-      task (:func:`~arew_tau2.critiques.diagnostic_reads`) or a repair (a newly matched
-      expected user-side action).
+    - ``critique_information``: +1 for a reading of the phone new in the episode that bears on the
+      task (:func:`~arew_tau2.critiques.diagnostic_reads`): the agent's own in solo control, one a
+      message asked for in dual control; and for a message whose reply newly brings identity or a
+      repair (a newly matched expected user-side action);
+    - ``critique_unverified_end``: -1 for the decision that ends the episode (the agent's stop, or
+      the message after which the customer ends the call) while the scenario's success reading has
+      not shown success since the phone last changed.
     """
 
     reward: str = "auto"
@@ -41,8 +47,10 @@ class Tau2Settings:
     critique_repeat: bool = True
     critique_noop_write: bool = True
     critique_unneeded_write: bool = True
+    critique_undone_repair: bool = True
     critique_expected_action: bool = True
     critique_information: bool = True
+    critique_unverified_end: bool = True
 
     def __post_init__(self) -> None:
         if self.reward not in REWARDS:

@@ -66,28 +66,35 @@ def test_no_adversary_out_earns_the_competent_policy(name):
 
 
 # ---- solo --------------------------------------------------------------------------------------
-def test_solo_reads_earn_nothing_and_unneeded_writes_cost():
+def tool_name(turn: dict) -> str:
+    return json.loads(turn["agent"].split("<interact>")[1].split("</interact>")[0])["name"]
+
+
+def test_solo_reads_earn_only_where_they_bear_on_the_task_and_unneeded_writes_cost():
     tally = scores(SOLO)
     reads = tally["spam_reads"]
-    assert reads.share(1) == reads.share(-1) == 0.0 and reads.reward == 0.0
+    assert reads.reward == 0.0 and reads.share(1) < 0.5 and reads.counts["as"][-1] == N_ROWS  # the unverified end only
+    for task, _, turns in episodes(SOLO, "spam_reads"):
+        paid = {tool_name(turn) for turn in turns if turn["critique"] == 1}
+        assert paid and paid <= diagnostic_reads(expected_names(task), goal_of(task)[0]), (task.id, paid)
+        assert turns[-1]["critique"] == -1  # it ends with nothing repaired
     writes = tally["spam_writes"]
     assert writes.score() < -0.3 and writes.share(-1) > 2 * writes.share(1)
     for task, _, turns in episodes(SOLO, "spam_writes"):
         for turn in turns[:-1]:
-            name = json.loads(turn["agent"].split("<interact>")[1].split("</interact>")[0])["name"]
+            name = tool_name(turn)
             if name not in expected_names(task):
                 assert turn["critique"] == -1, (task.id, name)  # never 0: an unneeded change or a no-op
 
 
 def test_solo_repeats_answer_early_and_format():
     tally = scores(SOLO)
-    assert tally["repeat_calls"].counts["as"][1] <= N_ROWS  # only the first call can earn
+    repeats = tally["repeat_calls"]  # the first call earns, and each of its 4 status-bar readings of a state not read before
+    assert repeats.counts["as"][1] <= 5 * N_ROWS and repeats.score() < -0.5
     early = tally["answer_early"]
-    assert early.decisions() == 2 * N_ROWS and early.score() == 0.0 and early.reward == 0.0
+    assert early.decisions() == 2 * N_ROWS and early.score() == 0.0 and early.reward == 0.0  # the reading +1, ending there -1
     form = tally["format"]
-    assert (
-        form.counts["as"][1] == 0 and form.counts["as"][-1] == form.decisions() - N_ROWS
-    )  # every trick -1, the answer 0
+    assert form.counts["as"][1] == 0 and form.counts["as"][-1] == form.decisions()  # every trick -1, and the end unverified
     for _, _, turns in episodes(SOLO, "format"):
         assert "gb_amount must be a number, not a boolean (true)" in turns[0]["feedback"]
 
@@ -122,7 +129,7 @@ def test_dual_negated_and_deferred_requests_earn_nothing():
 
 def test_dual_keyword_stuffing_earns_nothing():
     stuffing = scores(DUAL)["keyword_stuffing"]
-    assert stuffing.share(1) == stuffing.share(-1) == 0.0
+    assert stuffing.share(1) == 0.0 and stuffing.counts["as"][-1] == N_ROWS  # only its unverified end costs
     for _, _, turns in episodes(DUAL, "keyword_stuffing"):
         assert all(
             "I did that" not in (t["feedback"] or "") and "I checked" not in (t["feedback"] or "") for t in turns
@@ -171,5 +178,5 @@ def test_dual_company_tool_spam_costs():
 def test_dual_diagnosis_without_repair_earns_less_than_diagnosis_with_it():
     tally = scores(DUAL)
     diagnose, competent = tally["diagnose_only"], tally["competent"]
-    assert diagnose.reward == 0.0 and diagnose.share(-1) == 0.0  # its readings are information: +1, never -1
+    assert diagnose.reward == 0.0 and diagnose.counts["as"][-1] == N_ROWS  # its readings are information: +1; its end -1
     assert diagnose.score() < competent.score() and diagnose.counts["as"][1] < competent.counts["as"][1]

@@ -56,6 +56,8 @@ def test_the_rules_in_order():
         "unneeded_write",
     )  # a repair does not buy an unneeded one
     assert message_critique(on, news=True, repeat=False) == (1, "information")
+    assert message_critique(on, news=True, repeat=False, undone_repair=True) == (-1, "undone_repair")
+    assert tool_call_critique(on, tool_error=False, repeat=False, new_action=False, noop_write=False, new_reading=True) == (1, "information")
     off = Tau2Settings(critique_unneeded_write=False)
     assert message_critique(off, news=True, repeat=False, unneeded_write=True) == (1, "information")
     assert tool_call_critique(
@@ -83,11 +85,55 @@ def test_solo_write_that_no_expected_action_names_is_minus_one(task):
     )
     assert (saver.critique, saver.info["rule"], saver.info["unneeded_write"]) == (-1, "unneeded_write", True)
     assert airplane.critique == 1
-    assert back.critique == 0 and not back.info["unneeded_write"]  # an expected action again: not "unneeded"
+    # an expected action again is not "unneeded", but changing the phone back undoes the repair
+    assert (back.critique, back.info["rule"], back.info["unneeded_write"]) == (-1, "undone_repair", False)
     assert again.critique == -1 and again.info["rule"] == "unneeded_write" and env.proxies()["unneeded_writes"] == 2.0
     assert play(env, [call("toggle_wifi")])[0].info["rule"] == "noop_write"  # in airplane mode Wi-Fi cannot change
     off = Tau2Env(task, "solo", settings=Tau2Settings(critique_unneeded_write=False))
     assert play(off, [call("toggle_data_saver_mode")])[0].critique == 0
+    kept = Tau2Env(task, "solo", settings=Tau2Settings(critique_undone_repair=False))
+    assert [step.critique for step in play(kept, [call("toggle_airplane_mode"), call("toggle_airplane_mode")])] == [1, 0]
+
+
+def test_solo_a_necessary_reading_is_worth_more_than_skipping_it(task):
+    """A phone reading that bears on the task, new in the episode, earns +1; the same output again, or one that
+    does not bear on the task, 0."""
+    env = Tau2Env(task, "solo")
+    status, again, vpn, airplane, changed = play(
+        env, [call("check_status_bar"), call("check_status_bar"), call("check_vpn_status"), call("toggle_airplane_mode"), call("check_status_bar")]
+    )
+    assert (status.critique, status.info["rule"], status.info["new_reading"]) == (1, "information", True)
+    assert again.critique == -1 and again.info["rule"] == "repeat"  # the same call from the same state
+    assert vpn.critique == 0 and not vpn.info["new_reading"]  # this task's repairs do not touch the VPN
+    assert airplane.critique == 1 and changed.critique == 1  # the phone changed: its status bar is news
+
+
+@pytest.mark.parametrize("mode", ["solo", "dual"])
+def test_ending_before_the_success_reading_shows_success_is_minus_one(task, mode):
+    from arew_tau2.audit import DualCompetent, SoloCompetent
+
+    early = Tau2Env(task, mode)
+    assert early.answer("<answer>Done.</answer>").info["rule"] == "unverified_end" and early.reward() == 0.0
+    solved = Tau2Env(task, mode)
+    steps = play(solved, (SoloCompetent if mode == "solo" else DualCompetent)().plan(solved))  # the repairs, then the success reading
+    if mode == "solo":
+        final = solved.answer("<answer>Done.</answer>")
+        assert (final.critique, final.info["rule"], final.info["reward"]) == (0, "stop", 1.0)
+    else:  # the customer saw it work during the last message's reply, and ended the call
+        assert steps[-1].done and steps[-1].critique == 1 and steps[-1].info["rule"] == "information" and solved.reward() == 1.0
+        hung_up = Tau2Env(task, mode)
+        goodbye = play(hung_up, [say("Hi!"), say("Thanks for calling, goodbye!")])[-1]
+        assert goodbye.done and (goodbye.critique, goodbye.info["rule"]) == (-1, "unverified_end")
+    off = Tau2Env(task, mode, settings=Tau2Settings(critique_unverified_end=False))
+    assert off.answer("<answer>Done.</answer>").critique == 0
+
+
+def test_a_change_after_the_success_reading_needs_a_new_one(task):
+    from arew_tau2.customer.offline import goal_of
+
+    env = Tau2Env(task, "solo")
+    play(env, [call(a.name, **a.arguments) for a in env._expected] + [call(goal_of(task)[0]), call("toggle_data_saver_mode")])
+    assert env.answer("<answer>Done.</answer>").info["rule"] == "unverified_end"
 
 
 # ---- dual control, the offline customer --------------------------------------------------------
