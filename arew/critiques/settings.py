@@ -98,6 +98,10 @@ class CritiquePlan:
             "changed": float(sum(new != old for new, old in zip(labels, rule))),
             **source.stats,
         }
+        for channel in ("as", "bt"):  # how often the source agrees with the rules, on the decisions it labelled
+            labelled = [(c.label, d.rule) for c, d in zip(critiques, episode.decisions) if d.channel == channel and c.label is not None]
+            counts[f"labelled_{channel}"] = float(len(labelled))
+            counts[f"agree_{channel}"] = float(sum(label == ruled for label, ruled in labelled))
         by_source = {RULES: rule, self.name: [0 if c.label is None else c.label for c in critiques]}
         return Combined(labels, by_source, [c.reason for c in critiques], counts)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from arew.critiques.settings import CritiquePlan, CritiqueSettings
 from arew.envs.registry import check_env_options, describe, prepare_task, task_names, task_spec
 from arew.envs.rows import read_rows
 from arew.eval.endpoint import EndpointModel
@@ -26,6 +27,7 @@ from arew.eval.model import ChatModel
 from arew.eval.results import ablation_drop, drop_markdown, summarize, write_tables
 from arew.eval.runner import EvalConfig, evaluate, read_episodes
 from arew.eval.transcript import TokenCounter
+from arew.schema import ConfigError
 
 SYNTHETIC_TEST_ROWS = 300  # arew prepare's default test split
 # the training recipe's budget, and the laptop-sized one of the default CPU model (about 2 minutes an episode on 2 cores)
@@ -60,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment option, as arew_agent.env_options (repeatable; values parsed as YAML)")  # fmt: skip
     parser.add_argument("--feedback-ablation", action="store_true", help="every user answer becomes Unknown (Observation 3)")
+    parser.add_argument("--critique-source", default=None, metavar="NAME",
+                        help="also critique every decision with this source (judge, simulated, contracts, a package's): the transcripts "
+                             "carry its labels beside the rules' and the table their agreement per channel")  # fmt: skip
+    parser.add_argument("--critique-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the critique source (YAML value; e.g. url=http://judge:8000/v1, model=...); repeatable")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
     parser.add_argument("--episode-timeout", type=float, default=1800.0, help="seconds per episode (then it fails)")
     parser.add_argument("--retry-failed", action="store_true", help="replay the failed episodes of an earlier run")
@@ -81,6 +88,24 @@ def env_options(args: argparse.Namespace) -> dict[str, Any]:
         options["feedback_ablation"] = True
     check_env_options(args.task, options, prefix="--env-option")
     return options
+
+
+def critique_plan(args: argparse.Namespace) -> CritiquePlan | None:
+    """The critique source's plan for the task (None without ``--critique-source``), checked before any episode."""
+    if args.critique_source is None:
+        if args.critique_option:
+            raise ValueError("--critique-option needs --critique-source")
+        return None
+    options = {}
+    for item in args.critique_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--critique-option: expected KEY=VALUE, got {item!r}")
+        options[key] = yaml.safe_load(value)
+    try:
+        return CritiqueSettings(source=args.critique_source, options=options).for_task(args.task, prefix="--critique")
+    except ConfigError as error:  # the config section's key paths, as this command's options
+        raise ValueError(str(error).replace("--critique.options.", "--critique-option ").replace("--critique.source", "--critique-source")) from None
 
 
 def load_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -152,7 +177,7 @@ def main(args: argparse.Namespace) -> None:
             n=args.n, temperature=args.temperature, top_p=args.top_p, seed=args.seed, response_length=args.response_length,
             max_tokens_per_turn=args.max_tokens_per_turn, feedback_reserve_tokens=args.feedback_reserve_tokens,
             overflow=args.overflow, env_options=options, concurrency=args.concurrency, episode_timeout=args.episode_timeout,
-            retry_failed=args.retry_failed,
+            retry_failed=args.retry_failed, critiques=critique_plan(args),
         )  # fmt: skip
         rows = load_rows(args)
         model, tokens = build_model(args)

@@ -71,6 +71,11 @@ def summarize(records: Sequence[dict[str, Any]], success: float = 1.0) -> dict[s
         add(f"pass^{k}", [pass_hat_k(sum(v >= success for v in r), len(r), k) for r in by_prompt.values() if len(r) >= k])
     numbers = [_numbers(r) for r in records]
     keys = set().union(*numbers) if numbers else set()
+    for channel in ("as", "bt"):  # a critique source's agreement with the rules, pooled over the decisions it labelled
+        labelled = sum(n.get(f"critique_labelled_{channel}", 0.0) for n in numbers)
+        if labelled:
+            share = sum(n.get(f"critique_agree_{channel}", 0.0) for n in numbers) / labelled
+            rows[f"source_agreement_{channel}"] = {"mean": share, "ci95": Z95 * math.sqrt(share * (1 - share) / labelled), "n": int(labelled)}
     for key in [k for k in LEADING if k in keys] + sorted(keys - set(LEADING)):
         add(key, [n[key] for n in numbers if key in n])
     return {

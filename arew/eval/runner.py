@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arew.critiques.settings import CritiquePlan
 from arew.envs.registry import make_env
 from arew.envs.rows import json_lines
-from arew.episodes import OVERFLOW_POLICIES, EpisodeLog, episode_name, episode_seed, play
+from arew.episodes import OVERFLOW_POLICIES, EpisodeCritiques, EpisodeLog, episode_name, episode_seed, play
 from arew.episodes.failures import EpisodeDeadline, log_failure_once, within_deadline
 from arew.eval.model import ChatModel, GenerationParams
 from arew.eval.transcript import Budget, ChatTranscript, TokenCounter
@@ -54,6 +55,7 @@ class EvalConfig:
     concurrency: int = 64  # episodes in flight
     episode_timeout: float | None = 1800.0
     retry_failed: bool = False
+    critiques: CritiquePlan | None = None  # a critique source beside the rules (arew eval --critique-source)
 
     def __post_init__(self) -> None:
         checks = {
@@ -149,7 +151,8 @@ async def play_episode(
         )  # fmt: skip
         transcript = ChatTranscript(model, messages, params, config.budget, tokens)
         record["prompt_messages"] = len(messages)
-        final = await play(env, transcript, log, config.overflow)
+        critiques = None if config.critiques is None else EpisodeCritiques(config.critiques, info["task"], info, tuple(messages), name)
+        final = await play(env, transcript, log, config.overflow, critiques)
         log.phase = "result"
         return float(env.reward()), log.info(final, env.proxies())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 
@@ -16,26 +17,16 @@ BELIEF = "<interact>0.5, 0.5, 0.5, 0.5, 0.5, 0.5</interact>"
 ANSWER = "<answer>0.5, 0.5, 0.5, 0.5, 0.5, 0.5</answer>"
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    """Asks one question, states a belief, answers; the server runs on its own loop in a thread."""
-    requests: list[dict] = []
-
-    async def completions(request: web.Request) -> web.Response:
-        payload = await request.json()
-        requests.append(payload)
-        turn = sum(m["role"] == "assistant" for m in payload["messages"])
-        text = [QUESTION, BELIEF, ANSWER][min(turn, 2)]
-        return web.json_response({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 100, "completion_tokens": 12}})  # fmt: skip
-
+@contextlib.contextmanager
+def served(handler):
+    """``handler`` as a chat-completions endpoint on its own event loop in a thread (``arew eval`` runs its own loop); its URL."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     state = {}
 
     async def start() -> None:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", completions)
+        app.router.add_post("/v1/chat/completions", handler)
         state["runner"] = runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -46,10 +37,29 @@ def endpoint():
     thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
     thread.start()
     assert started.wait(30)
-    yield state["url"], requests
-    asyncio.run_coroutine_threadsafe(state["runner"].cleanup(), loop).result(30)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
+    try:
+        yield state["url"]
+    finally:
+        asyncio.run_coroutine_threadsafe(state["runner"].cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """Asks one question, states a belief, answers."""
+    requests: list[dict] = []
+
+    async def completions(request: web.Request) -> web.Response:
+        payload = await request.json()
+        requests.append(payload)
+        turn = sum(m["role"] == "assistant" for m in payload["messages"])
+        text = [QUESTION, BELIEF, ANSWER][min(turn, 2)]
+        return web.json_response({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 100, "completion_tokens": 12}})  # fmt: skip
+
+    with served(completions) as url:
+        yield url, requests
 
 
 def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
@@ -85,9 +95,55 @@ def test_eval_writes_episodes_tables_and_resumes(endpoint, tmp_path, capsys):
     assert data["eval/reward"] == pytest.approx(normal)
 
 
+def labelled_turns(folder):
+    return [turn for line in (folder / "episodes.jsonl").read_text().splitlines() for turn in json.loads(line)["turns"]]
+
+
+@pytest.mark.parametrize(("accuracy", "agreement"), [(1.0, 1.0), (0.0, 0.0)])
+def test_a_critique_source_labels_beside_the_rules_and_the_table_gives_their_agreement(endpoint, tmp_path, accuracy, agreement):
+    url, _ = endpoint
+    main(["eval", "pe-g-s2", "--endpoint", url, "--model", "m", "--data-dir", str(tmp_path / "data"), "--limit", "2", "--quiet",
+          "--out", str(tmp_path / "out"), "--critique-source", "simulated", "--critique-option", f"accuracy={accuracy}"])  # fmt: skip
+    folder = tmp_path / "out" / "normal"
+    turns = labelled_turns(folder)
+    assert turns and all(set(turn["sources"]) == {"rules", "simulated"} for turn in turns)
+    rows = json.loads((folder / "results.json").read_text())["rows"]
+    for channel in ("as", "bt"):
+        n = sum(turn["channel"] == channel for turn in turns)
+        assert rows[f"source_agreement_{channel}"]["mean"] == agreement and rows[f"source_agreement_{channel}"]["n"] == n
+        agree = sum(turn["sources"]["rules"] == turn["sources"]["simulated"] for turn in turns if turn["channel"] == channel)
+        assert agree / n == agreement
+    assert "| source_agreement_as |" in (folder / "results.md").read_text()
+
+
+def test_the_judge_critiques_an_evaluation_through_its_server(endpoint, tmp_path):
+    """The judge behind a second loopback server that calls every decision +1: agreement is the rules' share of +1."""
+    url, _ = endpoint
+    judged: list[dict] = []
+
+    async def judge(request: web.Request) -> web.Response:
+        judged.append(await request.json())
+        return web.json_response({"choices": [{"message": {"content": "CRITIQUE: +1\nREASON: fine"}, "finish_reason": "stop"}]})
+
+    with served(judge) as judge_url:
+        main(["eval", "pe-g-s2", "--endpoint", url, "--model", "m", "--data-dir", str(tmp_path / "data"), "--limit", "1", "--quiet",
+              "--out", str(tmp_path / "out"), "--critique-source", "judge", "--critique-option", f"url={judge_url}",
+              "--critique-option", "model=judge-model"])  # fmt: skip
+    turns = labelled_turns(tmp_path / "out" / "normal")
+    assert len(judged) == len(turns) == 3 and {body["model"] for body in judged} == {"judge-model"}
+    assert [turn["sources"]["judge"] for turn in turns] == [1, 1, 1] and all(turn["reason"] == "fine" for turn in turns)
+    rows = json.loads((tmp_path / "out" / "normal" / "results.json").read_text())["rows"]
+    rules_as = [turn["sources"]["rules"] for turn in turns if turn["channel"] == "as"]
+    assert rows["source_agreement_as"]["mean"] == sum(label == 1 for label in rules_as) / len(rules_as)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        (["--critique-source", "oracle"], "--critique-source: unknown critique source 'oracle'"),
+        (["--critique-option", "accuracy=1"], "--critique-option needs --critique-source"),
+        (["--critique-source", "simulated", "--critique-option", "acuracy=1"], "--critique-option acuracy: unknown key; valid keys are"),
+        (["--critique-source", "simulated", "--critique-option", "accuracy"], "--critique-option: expected KEY=VALUE"),
         (["--env-option", "reward_rul=reference"], "--env-option.reward_rul: not an option"),
         (["--env-option", "nokey"], "--env-option: expected KEY=VALUE"),
         (["--n", "0"], "n: invalid value 0"),
