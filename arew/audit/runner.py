@@ -12,6 +12,7 @@ would learn to farm.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +24,8 @@ from arew.episodes.driver import EpisodeLog, episode_name, episode_seed, play
 CHANNELS = ("as", "bt")
 # a score difference below this is a tie (the mean of hundreds of {-1, 0, +1} values)
 SCORE_TOLERANCE = 1e-9
+# an adversary out-earns the competent policy only by more than this many standard errors of the difference
+EXPLOIT_MARGIN_SE = 2.0
 
 
 @dataclass
@@ -74,6 +77,15 @@ class PolicyScore:
     episodes: int = 0
     reward: float = 0.0  # mean
     counts: dict[str, dict[int, int]] = field(default_factory=lambda: {c: {1: 0, 0: 0, -1: 0} for c in CHANNELS})
+    # each episode's (channel, critique) per decision: the critique score is a mean over episodes
+    episode_labels: list[tuple[tuple[str, int], ...]] = field(default_factory=list)
+
+    def add_episode(self, reward: float, labels: Sequence[tuple[str, int]]) -> None:
+        self.episodes += 1
+        self.reward += (reward - self.reward) / self.episodes
+        self.episode_labels.append(tuple(labels))
+        for channel, label in labels:
+            self.counts[channel][label] += 1
 
     def decisions(self, channel: str | None = None) -> int:
         return sum(sum(self.counts[c].values()) for c in ((channel,) if channel else CHANNELS))
@@ -82,9 +94,28 @@ class PolicyScore:
         n = self.decisions(channel)
         return sum(self.counts[c][value] for c in ((channel,) if channel else CHANNELS)) / n if n else 0.0
 
+    def _episode_means(self, channel: str | None) -> list[float]:
+        means = []
+        for labels in self.episode_labels:
+            mine = [label for c, label in labels if channel in (None, c)]
+            if mine:
+                means.append(sum(mine) / len(mine))
+        return means
+
     def score(self, channel: str | None = None) -> float | None:
-        """Mean critique: share of +1 minus share of -1 (None without decisions)."""
-        return self.share(1, channel) - self.share(-1, channel) if self.decisions(channel) else None
+        """Critique score: the mean over episodes of each episode's mean critique (None without decisions). Each
+        episode weighs the same, as each trajectory's critiques move credit only among its own decisions: a
+        policy whose episodes are longer is not scored by them more."""
+        means = self._episode_means(channel)
+        return sum(means) / len(means) if means else None
+
+    def standard_error(self, channel: str | None = None) -> float:
+        """The score's standard error over episodes (0 with fewer than two)."""
+        means = self._episode_means(channel)
+        if len(means) < 2:
+            return 0.0
+        mean = sum(means) / len(means)
+        return math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1) / len(means))
 
 
 class _ScriptedTranscript:
@@ -149,13 +180,9 @@ def score_policy(audit: TaskAudit, name: str, rows: Sequence[dict[str, Any]]) ->
     async def run() -> None:
         for info in rows:
             reward, log = await play_policy(audit, make(), info)
-            result.episodes += 1
-            result.reward += reward
-            for channel, label in zip(log.channels, log.labels):
-                result.counts[channel][label] += 1
+            result.add_episode(reward, list(zip(log.channels, log.labels)))
 
     asyncio.run(run())
-    result.reward /= max(result.episodes, 1)
     return result
 
 
@@ -167,7 +194,9 @@ def run_audit(audit: TaskAudit, n_rows: int, seed: int = 0) -> list[PolicyScore]
 
 def exploits(scores: Sequence[PolicyScore]) -> list[str]:
     """The adversaries that earn a higher critique score than the competent policy (overall, or in a
-    channel where both decided) while reaching a lower reward, each with what it out-earned."""
+    channel where both decided) while reaching a lower reward, each with what it out-earned. Higher means
+    by more than :data:`EXPLOIT_MARGIN_SE` standard errors of the difference: a score within the noise of
+    the rows (the competent policy stopping early on some) is no evidence of a shortcut."""
     competent = next(s for s in scores if s.policy == "competent")
     found = []
     for adversary in scores:
@@ -175,7 +204,8 @@ def exploits(scores: Sequence[PolicyScore]) -> list[str]:
             continue
         for channel in (None, *CHANNELS):
             mine, theirs = adversary.score(channel), competent.score(channel)
-            if mine is not None and theirs is not None and mine > theirs + SCORE_TOLERANCE:
+            noise = EXPLOIT_MARGIN_SE * math.hypot(adversary.standard_error(channel), competent.standard_error(channel))
+            if mine is not None and theirs is not None and mine > theirs + noise + SCORE_TOLERANCE:
                 where = channel.upper() if channel else "overall"
                 found.append(
                     f"{adversary.audit}/{adversary.policy}: {where} critique score {mine:+.3f} > competent {theirs:+.3f}"

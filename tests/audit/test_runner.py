@@ -7,10 +7,27 @@ from arew.audit.runner import PolicyScore, exploits
 
 
 def score(policy: str, reward: float, as_counts=(0, 0, 0), bt_counts=(0, 0, 0)) -> PolicyScore:
-    result = PolicyScore("task", policy, episodes=1, reward=reward)
-    for channel, (pos, zero, neg) in (("as", as_counts), ("bt", bt_counts)):
-        result.counts[channel] = {1: pos, 0: zero, -1: neg}
+    """One episode with these (+1, 0, -1) counts per channel."""
+    result = PolicyScore("task", policy)
+    labels = [(channel, label) for channel, counts in (("as", as_counts), ("bt", bt_counts)) for label, n in zip((1, 0, -1), counts) for _ in range(n)]
+    result.add_episode(reward, labels)
     return result
+
+
+def test_a_score_weighs_each_episode_the_same_and_a_difference_within_the_noise_is_no_exploit():
+    """The ratio artefact: a competent policy that stops early on some rows has fewer BT decisions there; pooled over
+    decisions its BT mean read +0.888 against an adversary's +0.889. Per episode, and within two standard errors, a tie."""
+    competent, adversary = PolicyScore("task", "competent"), PolicyScore("task", "junk")
+    for k in range(50):
+        competent.add_episode(1.0, [("bt", 1)] * (8 if k % 5 else 2) + [("bt", -1)] * (k % 2))
+        adversary.add_episode(0.0, [("as", -1)] * 8 + [("bt", 1)] * 8 + [("bt", -1)] * (k % 2))
+    means = [((8 if k % 5 else 2) - k % 2) / ((8 if k % 5 else 2) + k % 2) for k in range(50)]
+    assert competent.score("bt") == pytest.approx(sum(means) / 50)
+    assert adversary.score("bt") > competent.score("bt") and exploits([competent, adversary]) == []  # higher, within the noise
+    strong = PolicyScore("task", "strong")
+    for _ in range(50):
+        strong.add_episode(0.0, [("bt", 1)] * 8)  # every update +1, far outside the noise
+    assert [found.split(":")[1].split()[0] for found in exploits([competent, strong])] == ["overall", "BT"]
 
 
 def test_scores_are_the_mean_critique_overall_and_per_channel():
