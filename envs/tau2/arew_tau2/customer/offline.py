@@ -1,7 +1,9 @@
 """The offline customer (``customer: offline``, the default): deterministic rules, no network.
 
-For each agent message (lower-cased; "Wi-Fi", "flight mode", "re-seat"... normalised; the first
-:data:`MAX_MESSAGE_CHARS` characters read), in order:
+For each agent message (lower-cased; "Wi-Fi", "flight mode", "re-seat"... normalised; one misspelled
+word read as the word it misspells (:data:`_SPELLED`: "trun", "restrat", "airplain", "moblie"; the first
+letter kept, real words near them left alone); "don't forget to", "why don't you" and "get ... back on"
+read as the requests they are; the first :data:`MAX_MESSAGE_CHARS` characters read), in order:
 
 1. Its first reply starts with the scenario's reason for the call, in the first person.
 2. A transfer to a human or another agent ("transfer" and "agent", "human", "specialist"...)
@@ -28,8 +30,12 @@ For each agent message (lower-cased; "Wi-Fi", "flight mode", "re-seat"... normal
    asked for:
 
    - a statement: a mention with no verb before it ("Airplane mode is on."), or after a verb
-     whose subject is the agent ("I checked your line", "I'll enable roaming", "let me look";
-     "I'd like you to...", "I recommend..." still ask), "it looks like", "I see", a verb-ing as
+     whose subject is the agent ("I checked your line", "I'll enable roaming", "let me look",
+     "we would reset"; "I'd like you to...", "I recommend..." still ask) or someone else, a page or
+     the usual practice ("another customer fixed it by...", "our help page says to...", "the usual
+     fixes are...", "people enable...", "the tool toggle_airplane_mode..."), an unknown verb after
+     "please" ("please defragment your SIM card": an action the phone does not have), "do not ..."
+     (no reading either), "it looks like", "I see", a verb-ing as
      the subject ("Turning airplane mode on would cut your service", "Resetting your APN settings
      is not necessary"), or after "tried/for/by/before/is...", "is set to";
    - a negated verb ("don't", "never", "no need to", "you don't need to", "not" up to three
@@ -88,6 +94,7 @@ them (:mod:`arew_tau2.critiques`).
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -213,7 +220,7 @@ _CUES = re.compile(rf"\b(?:(?P<nav>{_NAV_CUE})|(?P<write>{_WRITE_CUE})|(?P<aux>{
 # what may stand before the head of a clause ("and then please, ...")
 _LEAD = re.compile(
     r"(?:[\s,:-]|\b(?:and|so|but|also|then|now|ok|okay|alright|great|well|first|firstly|second|secondly|next|finally|lastly"
-    r"|just|perfect|thanks|thank you|sure|right|good|please|maybe|perhaps)\b)*"
+    r"|just|perfect|thanks|thank you|sure|right|good|please|maybe|perhaps|yeah|yes|oh|no|hmm|hey)\b)*"
 )
 _SENTENCE_END = re.compile(r"[.!?;\n]+(?=\s|$)")
 _CLAUSE_BREAK = re.compile(
@@ -265,6 +272,15 @@ _KEEP = re.compile(
     r"|(?:\b(?:never|not|no need to)|n't)\s+(?:\w+\s+)?(?:touch|mess with|tamper with|fiddle with|play with|modify)\b(?P<obj2>[^.!?;,]{0,60})"
 )
 # statements and questions
+# what others did or what a page says ("another customer fixed it by...", "our help page says to...", "the usual fixes are...")
+_REPORT = re.compile(
+    r"\b(?:another|other|some|most|many) (?:customers?|users?|people|callers?)\b|\bpeople\b|\b(?:they|he|she)\b"
+    r"|\b(?:colleague|technician|coworker|co-worker|friend|someone|somebody|everyone|everybody)s?\b"
+    r"|\b(?:help|support|faq) (?:page|article|site|center|centre)s?\b|\b(?:manual|guide|documentation|docs)\b"
+    r"|\busual(?:ly)? (?:fix|step|solution|remed)\w*|\bin some cases\b|\bfor reference\b|\bthe tool\b"
+)
+# the agent's own hypothetical: "(if ...,) we would reset the APN"
+_WE_WOULD = re.compile(r"\bwe\s+(?:would|will|could|might|can)\s+(?:also\s+|then\s+|just\s+)?$")
 _AGENT = re.compile(r"\b(?:i|i'll|i've|i'm|i'd|we've|we'll|we're|we'd|let me(?! know))\s+(?P<gap>(?:[\w']+\s+){0,3})$")
 _ASKS = re.compile(r"\b(?:you|your|we|recommend|suggest|advise|want|need|like|ask|asking|please|would)\b")
 _GERUND_NOT_ASKED = re.compile(
@@ -294,6 +310,8 @@ _DO_THAT = re.compile(
     r"\b(?:do|doing)\s+(?:it|that|this|so|the same|those|these|them)\b|\bgo ahead\b(?!\s+and\s+(?!do\b)\w)"
 )
 _PLEASE = re.compile(r"\bplease\b")
+# a word after "please" that is no cue, no article and no feature: the verb of an action the phone does not have
+_UNKNOWN_VERB = re.compile(r"\bplease\s+(?!(?:the|your|my|a|an|just|also|now|then|kindly|do|try|again|first|next)\b)[a-z]{3,}\b(?=\s+(?:the|your|my|a|an|all)\b)")
 _DIRECTION_CUT = re.compile(r",|\b(?:and|but|if|then|because|so|when|while|unless)\b")
 _PARENTHESES = re.compile(r"\([^()]*\)")
 # the words and marks that make a list of features a sentence (a clause of 4+ features with fewer than half as many is a keyword salad)
@@ -453,7 +471,10 @@ def _clauses(text: str) -> list[_Clause]:
 
 
 def _agent_speaks(before: str) -> bool:
-    """The verb after ``before`` is the agent's own ("I checked", "I'll enable", "let me look")."""
+    """The verb after ``before`` is the agent's own ("I checked", "I'll enable", "let me look", "we would reset"), or
+    someone else's ("another customer fixed it by resetting", "the help page says to reboot")."""
+    if _REPORT.search(before) or _WE_WOULD.search(before):
+        return True
     found = _AGENT.search(before)
     return bool(found) and not _ASKS.search(found.group("gap"))
 
@@ -463,6 +484,8 @@ def _cue_kind(text: str, clause: _Clause, start: int, word: str, kind: str) -> s
     before = text[clause.start : start]
     at_head = start <= clause.head
     if kind == "aux":
+        if word == "do" and not clause.question and re.match(r"\s+not\b", text[start + len(word) :]):
+            return None  # "do not touch airplane mode"
         return "read" if at_head or clause.question else None
     if word in ("if", "whether") and at_head:
         return None  # a condition, not "tell me if"
@@ -607,6 +630,9 @@ class _Reading:
                 return [(mention.start, _judge_read(text, clause, mention.start), feature, "", False)]
             sentence = [i for i, c in enumerate(self.clauses) if c.sentence == clause.sentence]
             if _PLEASE.search(text, clause.start, clause.end) and not any(self.cues.get(i) for i in sentence):
+                verb = _UNKNOWN_VERB.search(text, clause.start, mention.start)
+                if verb:
+                    return []  # "please defragment your SIM card": an action the phone does not have
                 window = _direction_window(text, clause, mention.start, mention, inside)  # "airplane mode off, please"
                 if feature.write is not None and _direction(window):
                     kind, keep = _judge_write(text, clause, mention.start)
@@ -736,6 +762,45 @@ def goal_of(task: Any) -> tuple[str, Any] | None:
     return next(((tool, check) for scope in scopes for key, tool, check in _GOALS if key in scope), None)
 
 
+# the words a misspelling is read as: within one edit, or two letters wrong in a long word; the first letter kept
+_SPELLED = ("turn", "toggle", "switch", "enable", "disable", "reset", "restart", "reboot", "check", "airplane", "mobile",
+            "roaming", "status", "speed", "network", "connect", "disconnect", "settings")  # fmt: skip
+# real words one edit from those, which are not their misspellings
+_NOT_MISSPELLED = frozenset({"torn", "tern", "turf", "chuck", "chick", "cheek", "rest", "resent", "preset", "spend", "speedy",
+                             "seed", "stats", "statue", "swatch", "foaming", "setting", "mobiles", "checks", "turns"})  # fmt: skip
+
+
+_SUFFIXES = ("s", "d", "ed", "es", "r", "er", "ing", "ting", "ning")
+
+
+def _edits_apart(a: str, b: str, limit: int) -> bool:
+    """Whether ``a`` and ``b`` are at most ``limit`` edits apart (insertions, deletions, substitutions, swaps of neighbours)."""
+    if abs(len(a) - len(b)) > limit:
+        return False
+    previous, row = None, list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (x != y))
+            if previous is not None and i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                current[j] = min(current[j], previous[j - 2] + 1)
+        previous, row = row, current
+    return row[-1] <= limit
+
+
+@functools.lru_cache(maxsize=4096)
+def _spelled(word: str) -> str:
+    if len(word) < 4 or word in _SPELLED or word in _NOT_MISSPELLED:
+        return word
+    if any(word.startswith(target) and word[len(target) :] in _SUFFIXES for target in _SPELLED):
+        return word  # "enabled", "checks", "resetting": the reader's own forms
+    for target in _SPELLED:
+        long_enough = len(target) >= 8 and len(word) == len(target)  # two letters wrong in a long word ("airplain")
+        if target[0] == word[0] and _edits_apart(word, target, 2 if long_enough else 1):
+            return target
+    return word
+
+
 def normalise(text: Any) -> str:
     text = text if isinstance(text, str) else ""
     text = text[:MAX_MESSAGE_CHARS].lower().replace("\u2019", "'").replace("_", " ")
@@ -743,6 +808,11 @@ def normalise(text: Any) -> str:
     text = re.sub(r"\bre[\s-](seat|insert|start|boot)", r"re\1", text)
     text = re.sub(r"\b(?:aero|air)[\s-]?plane\b", "airplane", text)
     text = re.sub(r"\bflight mode\b", "airplane mode", text)
+    text = re.sub(r"[a-z]+", lambda word: _spelled(word.group()), text)  # one misspelled word: "trun", "restrat", "moblie"
+    # requests that read as negations or lack a verb: "don't forget to turn...", "why don't you try...", "get it back on"
+    text = re.sub(r"\b(?:don't|do not|never) forget to\b", "be sure to", text)
+    text = re.sub(r"\bwhy (?:don't you|not)\b", "please", text)
+    text = re.sub(r"\bget\b(?=[^.!?;,]{0,40}\bback (?:on|off)\b)", "turn", text)
     return text
 
 

@@ -1,0 +1,127 @@
+"""A phrase battery for the offline customer's reading of agent messages (:func:`arew_tau2.customer.offline.requests`).
+
+Each entry is an agent message and what a careful person on the phone would take it to ask for: the (kind,
+feature) pairs, "write" for an action, "read" for a reading, in the order asked; an empty tuple for a message
+that asks for nothing. The messages were written for this battery, apart from the reader's own tests, in
+categories: plain requests in the common English forms, indirect and polite requests, lists, one misspelled
+word, long explanations around one request, negations, sarcasm, actions the phone does not have, messages in
+another language (the customer speaks English: nothing is done), and statements that mention a repair and ask
+for nothing (a tool name quoted as reference, what others did, what a help page says, a step already past, a
+conditional). ``benchmarks/customer_reading.py`` measures the misreading rate per category.
+"""
+
+from __future__ import annotations
+
+W, R = "write", "read"
+
+BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
+    "plain": (
+        ("Turn off airplane mode.", ((W, "airplane"),)),
+        ("Please switch your mobile data on.", ((W, "mobile_data"),)),
+        ("Restart your phone, please.", ((W, "reboot"),)),
+        ("Can you check the status bar for me?", ((R, "status_bar"),)),
+        ("Enable data roaming.", ((W, "roaming"),)),
+        ("Run a speed test.", ((R, "speed"),)),
+        ("Please reset your APN settings to default.", ((W, "apn"),)),
+        ("Could you try sending a picture message?", ((R, "mms"),)),
+        ("Disconnect the VPN, please.", ((W, "vpn"),)),
+        ("Take out your SIM card and put it back in.", ((W, "sim"),)),
+        ("Turn Wi-Fi calling off.", ((W, "wifi_calling"),)),
+        ("Please disable data saver mode.", ((W, "data_saver"),)),
+    ),
+    "indirect": (
+        ("Don't forget to turn mobile data back on.", ((W, "mobile_data"),)),
+        ("Why don't you try restarting the phone?", ((W, "reboot"),)),
+        ("How about turning off airplane mode?", ((W, "airplane"),)),
+        ("Let's get your mobile data back on.", ((W, "mobile_data"),)),
+        ("I need you to enable roaming.", ((W, "roaming"),)),
+        ("It would help if you checked your status bar.", ((R, "status_bar"),)),
+        ("The next step is for you to reset the APN settings.", ((W, "apn"),)),
+        ("Go ahead and reboot the phone.", ((W, "reboot"),)),
+    ),
+    "polite": (
+        ("Would you mind turning airplane mode off?", ((W, "airplane"),)),
+        ("If it's not too much trouble, could you restart your device?", ((W, "reboot"),)),
+        ("Could you please be so kind as to check whether mobile data is on?", ((R, "mobile_data"),)),
+        ("I'd be grateful if you could run a speed test.", ((R, "speed"),)),
+        ("When you have a moment, please look at your status bar.", ((R, "status_bar"),)),
+        ("May I ask you to toggle Wi-Fi calling?", ((W, "wifi_calling"),)),
+    ),
+    "lists": (
+        ("Please do these two things: 1. turn off airplane mode 2. restart the phone.", ((W, "airplane"), (W, "reboot"))),
+        ("Two steps: first enable mobile data, then run a speed test.", ((W, "mobile_data"), (R, "speed"))),
+        ("Could you - check the status bar - and then toggle roaming?", ((R, "status_bar"), (W, "roaming"))),
+        ("Steps:\n- disable the VPN\n- reboot", ((W, "vpn"), (W, "reboot"))),
+    ),
+    "misspelled": (
+        ("Please trun off airplane mode.", ((W, "airplane"),)),
+        ("Could you restrat your phone?", ((W, "reboot"),)),
+        ("Please turn off airplain mode.", ((W, "airplane"),)),
+        ("Can you enable moblie data?", ((W, "mobile_data"),)),
+        ("Please chek your status bar.", ((R, "status_bar"),)),
+        ("Please enabel roaming.", ((W, "roaming"),)),
+        ("Could you resett your APN settings?", ((W, "apn"),)),
+        ("Please run a sped test.", ((R, "speed"),)),
+    ),
+    "long": (
+        (
+            "Thanks for your patience so far. I understand how frustrating it is when your phone doesn't work the way "
+            "you expect, especially when you need it for work. Based on what you've told me, the most likely cause is "
+            "a setting on the phone itself. Could you please turn off airplane mode?",
+            ((W, "airplane"),),
+        ),
+        (
+            "I looked at your account and everything is in order on our side: the line is active and the bill is paid. "
+            "So the issue must be on the device. To narrow it down, please check what your status bar shows right now.",
+            ((R, "status_bar"),),
+        ),
+        (
+            "Sometimes the phone keeps an old network configuration after a trip abroad, and then data stops working even "
+            "though the signal looks fine. That's very common and easy to fix. Please reset your APN settings.",
+            ((W, "apn"),),
+        ),
+    ),
+    "negations": (
+        ("Please don't restart your phone yet.", ()),
+        ("There is no need to reset the APN settings.", ()),
+        ("Do not touch airplane mode.", ()),
+        ("No, never mind the VPN; just check your status bar.", ((R, "status_bar"),)),
+        ("Ne désactivez pas les données mobiles.", ()),
+        ("I wouldn't turn off Wi-Fi calling.", ()),
+    ),
+    "sarcasm": (
+        ("Oh sure, because restarting the phone fixes everything.", ()),
+        ("Yeah, toggling airplane mode is the magic cure for all problems, right?", ()),
+    ),
+    "unknown_actions": (
+        ("Please defragment your SIM card.", ()),
+        ("Could you recalibrate the antenna?", ()),
+        ("Please factory reset the modem firmware.", ()),
+        ("Please clear the roaming cache.", ()),
+        ("Please polish the contacts on your SIM card.", ()),
+    ),
+    "other_languages": (
+        ("Apaga el modo avión, por favor.", ()),
+        ("Bitte starte dein Telefon neu.", ()),
+        ("Veuillez activer les données mobiles.", ()),
+        ("Per favore, riavvia il telefono.", ()),
+    ),
+    "statements": (
+        ("The tool toggle_airplane_mode is what we use for that.", ()),
+        ("For reference, the usual fixes are toggle_airplane_mode and reset_apn_settings.", ()),
+        ("The usual fixes are turning off airplane mode and resetting the APN.", ()),
+        ("Last week another customer fixed this by resetting the APN settings.", ()),
+        ("A colleague of mine always tells people to restart their phone.", ()),
+        ("Our help page says to reboot the phone when data stops working.", ()),
+        ("The manual recommends turning airplane mode off and on.", ()),
+        ("We are past the reboot step now.", ()),
+        ("You already restarted the phone earlier, so that is done.", ()),
+        ("If the status bar showed no signal, we would reset the APN.", ()),
+        ("In some cases people enable roaming when they travel.", ()),
+        ("Mobile data toggles are in the settings app.", ()),
+    ),
+}
+
+
+def battery_size() -> int:
+    return sum(len(entries) for entries in BATTERY.values())
