@@ -22,60 +22,37 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from batches import decision_keys, multi_turn_batch
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 import arew.verl_plugin  # noqa: F401
-from arew.core import collect_segments, make_record
-from arew.core.synact import DecisionKeys
+from arew.core import collect_segments
 from arew.markdown_blocks import replace_block
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch
 
 
 def build_batch(batch: int, length: int, seed: int = 0):
-    rng = random.Random(seed)
-    mask = torch.zeros(batch, length)
-    records = []
-    for i in range(batch):
-        turns = rng.randint(10, 20)
-        bounds = sorted(rng.sample(range(1, length), 2 * turns))
-        spans = [(bounds[2 * k], bounds[2 * k + 1]) for k in range(turns)]
-        for start, end in spans:
-            mask[i, start:end] = 1  # model tokens; the gaps are environment/user tokens
-        labels = [rng.choice([-1, 0, 1]) for _ in spans]
-        records.append(make_record(spans, ["as", "bt"] * (turns // 2) + ["as"] * (turns % 2), labels))
-    rewards = torch.zeros(batch, length)
-    last = length - 1 - mask.flip(1).argmax(1)
-    rewards[torch.arange(batch), last] = torch.randint(0, 2, (batch,)).float()
+    """The multi-turn batch (:func:`batches.multi_turn_batch`) as verl's DataProto, and its records."""
+    made = multi_turn_batch(batch, length, seed)
     td = TensorDict(
-        {"token_level_rewards": rewards, "response_mask": mask, "values": torch.randn(batch, length) * mask},
+        {"token_level_rewards": made.token_level_rewards, "response_mask": made.response_mask, "values": made.values},
         batch_size=batch,
     )
-    uids = np.array([f"p{i // 4}" for i in range(batch)], dtype=object)
-    return DataProto(batch=td, non_tensor_batch={"uid": uids}), records
+    uids = np.array([f"p{group}" for group in made.groups], dtype=object)
+    return DataProto(batch=td, non_tensor_batch={"uid": uids}), made.records
 
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 MARKER = "bench:advantage-stage"
-
-
-def decision_keys(records: list[dict], group: int = 4) -> DecisionKeys:
-    """Keys in which the first two decisions of the ``group`` rollouts of a prompt share states, the others do not."""
-    state, action = [], []
-    for i, record in enumerate(records):
-        for rank in range(len(record["start"])):
-            state.append(hash((i // group, rank)) if rank < 2 else hash((i, rank)))
-            action.append(rank)
-    return DecisionKeys(np.array(state, dtype=np.int64), np.array(action, dtype=np.int64), np.ones(len(state), dtype=bool))
 
 
 def time_rounds(pairs: dict, repeats: int) -> dict[str, list[float]]:
