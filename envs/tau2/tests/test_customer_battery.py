@@ -8,8 +8,17 @@ import pytest
 from arew_tau2.customer.battery import BATTERY
 from arew_tau2.customer.offline import normalise, requests
 
-# read otherwise than the battery says, knowingly: a rhetorical question about a repair reads as asking for its state
-KNOWN_MISREADINGS = {"Yeah, toggling airplane mode is the magic cure for all problems, right?"}
+# read otherwise than the battery says, knowingly: a rhetorical question about a repair reads as asking for its state;
+# of the messages written after the rules, a suggestion as a noun phrase, a lettered list, a two-letter misspelling,
+# and two reports the reader does not know (a knowledge-base article, a previous agent)
+KNOWN_MISREADINGS = {
+    "Yeah, toggling airplane mode is the magic cure for all problems, right?",
+    "What I'd suggest is restarting your phone.",
+    "a) reboot b) check the status bar",
+    "Please reebot your phone.",
+    "The knowledge base article lists resetting the APN as step three.",
+    "The previous agent asked you to restart the phone.",
+}
 
 
 @pytest.mark.parametrize("category", list(BATTERY))

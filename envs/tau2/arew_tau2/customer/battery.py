@@ -28,6 +28,11 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Take out your SIM card and put it back in.", ((W, "sim"),)),
         ("Turn Wi-Fi calling off.", ((W, "wifi_calling"),)),
         ("Please disable data saver mode.", ((W, "data_saver"),)),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Switch off your Wi-Fi.", ((W, "wifi"),)),
+        ("Please connect to the VPN.", ((W, "vpn"),)),
+        ("Check your SIM card status, please.", ((R, "sim"),)),
+        ("Reboot the device now.", ((W, "reboot"),)),
     ),
     "indirect": (
         ("Don't forget to turn mobile data back on.", ((W, "mobile_data"),)),
@@ -38,6 +43,11 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("It would help if you checked your status bar.", ((R, "status_bar"),)),
         ("The next step is for you to reset the APN settings.", ((W, "apn"),)),
         ("Go ahead and reboot the phone.", ((W, "reboot"),)),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("You'll want to turn off data saver.", ((W, "data_saver"),)),
+        ("The fix here is to disable airplane mode, so go ahead.", ((W, "airplane"),)),
+        ("Try toggling Wi-Fi calling.", ((W, "wifi_calling"),)),
+        ("What I'd suggest is restarting your phone.", ((W, "reboot"),)),
     ),
     "polite": (
         ("Would you mind turning airplane mode off?", ((W, "airplane"),)),
@@ -46,12 +56,18 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("I'd be grateful if you could run a speed test.", ((R, "speed"),)),
         ("When you have a moment, please look at your status bar.", ((R, "status_bar"),)),
         ("May I ask you to toggle Wi-Fi calling?", ((W, "wifi_calling"),)),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Kindly run a speed test.", ((R, "speed"),)),
+        ("Could I trouble you to check your APN settings?", ((R, "apn"),)),
     ),
     "lists": (
         ("Please do these two things: 1. turn off airplane mode 2. restart the phone.", ((W, "airplane"), (W, "reboot"))),
         ("Two steps: first enable mobile data, then run a speed test.", ((W, "mobile_data"), (R, "speed"))),
         ("Could you - check the status bar - and then toggle roaming?", ((R, "status_bar"), (W, "roaming"))),
         ("Steps:\n- disable the VPN\n- reboot", ((W, "vpn"), (W, "reboot"))),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Please: turn on mobile data, turn off data saver.", ((W, "mobile_data"), (W, "data_saver"))),
+        ("a) reboot b) check the status bar", ((W, "reboot"), (R, "status_bar"))),
     ),
     "misspelled": (
         ("Please trun off airplane mode.", ((W, "airplane"),)),
@@ -62,6 +78,11 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Please enabel roaming.", ((W, "roaming"),)),
         ("Could you resett your APN settings?", ((W, "apn"),)),
         ("Please run a sped test.", ((R, "speed"),)),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Please togle airplane mode.", ((W, "airplane"),)),
+        ("Could you swich on mobile data?", ((W, "mobile_data"),)),
+        ("Please reebot your phone.", ((W, "reboot"),)),
+        ("Chekc the status bar please.", ((R, "status_bar"),)),
     ),
     "long": (
         (
@@ -80,6 +101,12 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
             "though the signal looks fine. That's very common and easy to fix. Please reset your APN settings.",
             ((W, "apn"),),
         ),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        (
+            "I know this has taken a while, and I appreciate you staying on the line with me. I've gone through your "
+            "account and there's nothing blocking it from our side. Please restart your phone and tell me what happens.",
+            ((W, "reboot"),),
+        ),
     ),
     "negations": (
         ("Please don't restart your phone yet.", ()),
@@ -88,10 +115,17 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("No, never mind the VPN; just check your status bar.", ((R, "status_bar"),)),
         ("Ne désactivez pas les données mobiles.", ()),
         ("I wouldn't turn off Wi-Fi calling.", ()),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Don't reset your APN, it's fine.", ()),
+        ("You shouldn't need to restart.", ()),
+        ("Not airplane mode - that's already off.", ()),
     ),
     "sarcasm": (
         ("Oh sure, because restarting the phone fixes everything.", ()),
         ("Yeah, toggling airplane mode is the magic cure for all problems, right?", ()),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Sure, let's just reset everything and hope for the best.", ()),
+        ("Great, another customer who hasn't restarted their phone.", ()),
     ),
     "unknown_actions": (
         ("Please defragment your SIM card.", ()),
@@ -99,12 +133,19 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Please factory reset the modem firmware.", ()),
         ("Please clear the roaming cache.", ()),
         ("Please polish the contacts on your SIM card.", ()),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Please reformat your SIM card.", ()),
+        ("Could you overclock your phone?", ()),
+        ("Please unlock the bootloader.", ()),
     ),
     "other_languages": (
         ("Apaga el modo avión, por favor.", ()),
         ("Bitte starte dein Telefon neu.", ()),
         ("Veuillez activer les données mobiles.", ()),
         ("Per favore, riavvia il telefono.", ()),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("Por favor, reinicia tu teléfono.", ()),
+        ("Schalte bitte den Flugmodus aus.", ()),
     ),
     "statements": (
         ("The tool toggle_airplane_mode is what we use for that.", ()),
@@ -119,6 +160,12 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("If the status bar showed no signal, we would reset the APN.", ()),
         ("In some cases people enable roaming when they travel.", ()),
         ("Mobile data toggles are in the settings app.", ()),
+        # written after the reader's rules were fixed against the lines above, and measured before any change
+        ("When I had this problem myself, I turned off airplane mode.", ()),
+        ("The knowledge base article lists resetting the APN as step three.", ()),
+        ("We already tried toggling mobile data earlier.", ()),
+        ("Roaming is usually what people forget to enable.", ()),
+        ("The previous agent asked you to restart the phone.", ()),
     ),
 }
 
