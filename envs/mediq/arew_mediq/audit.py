@@ -486,7 +486,23 @@ class Oscillate(_MediQPolicy):
         return np.array([0.7, 0.1, 0.1, 0.1]) if news % 2 else np.array([0.1, 0.1, 0.1, 0.7])
 
 
+class WrongAnswer(Competent):
+    """The competent episode, then an answer that puts another option on top. The final answer gets no critique (the
+    reward judges it), so this ties the competent policy's critiques at reward 0: the tie is the design (docs/method.md §2)."""
+
+    def __call__(self, view: View) -> str:
+        text = super().__call__(view)
+        if "<answer>" in text:
+            env: MediQEnv = view.env  # type: ignore[assignment]
+            swapped = self.w.copy()
+            other = (env.gold + 1) % len(swapped)
+            swapped[[env.gold, other]] = swapped[[other, env.gold]]
+            text = text.replace(f"<answer>{vector_text(self.w)}</answer>", f"<answer>{vector_text(swapped)}</answer>")
+        return text
+
+
 ADVERSARIES: dict[str, Callable[[], Policy]] = {
+    "wrong_answer": WrongAnswer,
     "stuffing": Stuffing,
     "stuff_options": StuffOptions,
     "generic": Generic,

@@ -381,7 +381,20 @@ class RandomBelief(_PEPolicy):
         return np.round(self.rng.uniform(0.05, 1.0, env.n_attrs), 2)
 
 
+class WrongAnswer(Competent):
+    """The competent episode's questions and updates, then a final answer that reverses the last estimate (1 - w). The
+    final answer gets no critique (the reward judges it): at most the competent policy's critiques at a lower reward,
+    by design (docs/method.md §2)."""
+
+    answer_last_update = False
+
+    def final(self, view: View, env: PreferenceEnv) -> np.ndarray:
+        assert self.w is not None
+        return 1.0 - self.w
+
+
 ADVERSARIES: dict[str, Callable[[], Policy]] = {
+    "wrong_answer": WrongAnswer,
     "bayes_mean": BayesMean,
     "dominated": Dominated,
     "repeat_swapped": RepeatSwapped,
