@@ -42,7 +42,7 @@ so reading everything is not a way to farm +1 either. ``envs/tau2/arew_tau2/audi
 adversaries against a competent policy (``benchmarks/critique_exploits.py``).
 
 **A message** (dual control). Only the customer's phone calls that the message asked for count
-(:func:`arew_tau2.customer.offline.requested_tools`: the tools of the actions and readings
+(:func:`arew_tau2.customer.reading.requested_tools`: the tools of the actions and readings
 the message requests, by the offline customer's reading, and the goal reading when it says the
 issue is fixed or asks to try again), whichever customer made them: a call the LLM customer makes
 on its own initiative earns the message nothing and costs it nothing. In order:

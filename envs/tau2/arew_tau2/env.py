@@ -88,7 +88,8 @@ from arew_tau2.customer import (
     check_customer_options,
     make_customer,
 )
-from arew_tau2.customer.offline import goal_of, requested_tools
+from arew_tau2.customer.offline import goal_of
+from arew_tau2.customer.reading import requested_tools
 from arew_tau2.rewards import FinalState, fractional_reward, official_reward
 from arew_tau2.runtime import (
     AssistantMessage,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from arew_tau2.customer.battery import BATTERY
-from arew_tau2.customer.offline import normalise, requests
+from arew_tau2.customer.reading import normalise, requests
 
 # read otherwise than the battery says, knowingly: a rhetorical question about a repair reads as asking for its state;
 # of the messages written after the rules, a suggestion as a noun phrase, a lettered list, a two-letter misspelling,

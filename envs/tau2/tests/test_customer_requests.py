@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from arew_tau2.customer import DeviceResult, OfflineCustomer, prompts
-from arew_tau2.customer.offline import requested_tools, requests
+from arew_tau2.customer.reading import requested_tools, requests
 from arew_tau2.runtime import ToolCall, new_environment, runtime
 
 # airplane mode on, mobile data off, roaming off while abroad, APN broken, both app permissions missing, SIM out

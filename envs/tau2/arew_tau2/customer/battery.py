@@ -1,4 +1,4 @@
-"""A phrase battery for the offline customer's reading of agent messages (:func:`arew_tau2.customer.offline.requests`).
+"""A phrase battery for the offline customer's reading of agent messages (:func:`arew_tau2.customer.reading.requests`).
 
 Each entry is an agent message and what a careful person on the phone would take it to ask for: the (kind,
 feature) pairs, "write" for an action, "read" for a reading, in the order asked; an empty tuple for a message

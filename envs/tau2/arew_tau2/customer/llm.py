@@ -35,7 +35,8 @@ from arew.schema import setting
 from arew_tau2.customer import prompts
 from arew_tau2.customer.base import PROCESS_STATS, CustomerStats, CustomerTurn, count, split_stop
 from arew_tau2.customer.device import Device, DeviceResult, call_safely, tool_names
-from arew_tau2.customer.offline import MAX_MESSAGE_CHARS, OfflineCustomer
+from arew_tau2.customer.offline import OfflineCustomer
+from arew_tau2.customer.reading import MAX_MESSAGE_CHARS
 
 logger = logging.getLogger(__name__)
 
