@@ -129,3 +129,30 @@ def test_a_calibration_is_read_back_only_for_the_model_it_measured(tmp_path, mon
     assert measured == ["locked-aaaa", "locked-bbbb"] and figures["locked"]["model"] == "locked-bbbb"
     calibrate_warm_starts(replace(lab, temperature=1.0), tmp_path, {"locked": new}, log=lambda _: None)
     assert measured[-1] == "locked-bbbb" and len(measured) == 3  # another temperature: measured again
+
+
+@pytest.mark.lab
+def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_short_sft(tmp_path):
+    """The categories docs/guides/lm-lab.md reports (arew.lab.lm.token_losses), on a competent turn pair; then two SFT
+    steps of the probe itself on 8 transcripts, measured on one held-out transcript after each (lab tier: about 20 s)."""
+    from arew.lab.lm.token_losses import main as probe
+    from arew.lab.lm.token_losses import token_categories
+
+    messages = [
+        {"role": "user", "content": "Turn 1 of 10: ask."},
+        {"role": "assistant", "content": "<scratch>1 vs 2: + = -</scratch><interact>1, 2 | 1, 3</interact>"},
+        {"role": "user", "content": "User: Yes."},
+        {"role": "assistant", "content": "<scratch>yes: 1 up 3 down</scratch><interact>0.6, 0.5, 0.4</interact>"},
+    ]
+    tokenizer = build_chat_tokenizer([m["content"] for m in messages])
+    categories = token_categories(tokenizer, messages)
+    ids, labels = encode(tokenizer, messages)
+    assert len(categories) == len(ids)
+    text = {name: tokenizer.decode([t for t, c in zip(ids, categories) if c == name]).replace(" ", "") for name in set(categories) - {None}}
+    # a token across a span's edge ("-</") counts in the span it starts in
+    assert text["pair"] == "1vs2" and text["signs"].startswith(":+=-") and text["question"].startswith("1,2|1,3")
+    assert text["yesno"] == "yes" and text["named"].startswith(":1up3down") and text["estimate"].startswith("0.6,0.5,0.4")
+    assert {c for c, label in zip(categories, labels) if label == IGNORE} <= {None}  # only the assistant's tokens are named
+    rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--out", str(tmp_path)])
+    assert [row["step"] for row in rows] == [1, 2] and {"signs", "yesno", "estimate"} <= set(rows[-1])
+    assert (tmp_path / "token_losses.jsonl").read_text().count("\n") == 2
