@@ -138,13 +138,15 @@ TAU2_SIZES = ("arew_agent.max_tokens_per_turn=48", "data.max_response_length=102
 
 def test_tau2_solo_trains_on_the_telecom_environment(runs_dir):
     """tau2-solo through the real trainer: every turn toggles roaming (an expected action of 14 of the 32
-    training tasks: +1 there), toggles it back (0) and then repeats a call from a state seen before (-1), so
-    the critiques have both signs without noise; tau2's tools run and the reward comes from the environment.
-    The mined interface contracts (critique source ``contracts``, ``combine=fill``) give -1 where the rules gave 0.
+    training tasks: +1 there), toggles it back (0 here: ``critique_undone_repair`` is switched off so that the
+    rules leave 0s) and then repeats a call from a state seen before (-1), so the critiques have both signs
+    without noise; tau2's tools run and the reward comes from the environment. The mined interface contracts
+    (critique source ``contracts``, ``combine=fill``) give -1 where the rules gave 0.
     (A bigram model can only write a reply without a token repeated before its end: one underscore, no arguments.)"""
     folder = runs_dir / "tau2-solo"
     model = _scripted_for("tau2-solo", folder, '<interact> {"name": "toggle_roaming"}</interact>')
-    contracts = ("arew_agent.critiques.source=contracts", "arew_agent.critiques.combine=fill")  # the mined contracts fill the rules' 0s
+    contracts = ("arew_agent.critiques.source=contracts", "arew_agent.critiques.combine=fill",  # the mined contracts fill the rules' 0s
+                 "+arew_agent.env_options.critique_undone_repair=false")  # fmt: skip
     result = run_smoke(folder, *TAU2_SIZES, *contracts, task="tau2-solo", model=model)
     assert [s["step"] for s in result.steps] == [1, 2]
     for step in result.steps:
