@@ -75,13 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def env_options(args: argparse.Namespace) -> dict[str, Any]:
+def key_values(items: list[str], flag: str) -> dict[str, Any]:
+    """A repeatable ``KEY=VALUE`` option's mapping, each value read as YAML; a malformed item names ``flag``."""
     options: dict[str, Any] = {}
-    for item in args.env_option:
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--env-option: expected KEY=VALUE, got {item!r}")
+            raise ValueError(f"{flag}: expected KEY=VALUE, got {item!r}")
         options[key] = yaml.safe_load(value)
+    return options
+
+
+def env_options(args: argparse.Namespace) -> dict[str, Any]:
+    options = key_values(args.env_option, "--env-option")
     if args.user:
         options["user"] = args.user
     if args.feedback_ablation:
@@ -96,12 +102,7 @@ def critique_plan(args: argparse.Namespace) -> CritiquePlan | None:
         if args.critique_option:
             raise ValueError("--critique-option needs --critique-source")
         return None
-    options = {}
-    for item in args.critique_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--critique-option: expected KEY=VALUE, got {item!r}")
-        options[key] = yaml.safe_load(value)
+    options = key_values(args.critique_option, "--critique-option")
     try:
         return CritiqueSettings(source=args.critique_source, options=options).for_task(args.task, prefix="--critique")
     except ConfigError as error:  # the config section's key paths, as this command's options
