@@ -3,7 +3,7 @@
     python benchmarks/report_page.py [--lab DIR] [--loads N] [--publish]
 
 Builds ``arew report`` over a lab's runs (``--lab``: an ``arew lab`` output folder; default: run the
-default ``arew lab`` into a temporary folder first, about 3 minutes on 2 cores) twice: as shipped
+default ``arew lab`` into a temporary folder first, about 14 minutes on 2 cores) twice: as shipped
 (episodes thinned to ``EPISODE_BYTES``) and as a baseline with every sampled episode embedded, which
 is what the page carried before it was thinned. For each it prints the page's size, the median over
 ``--loads`` fresh page loads in headless Chromium of the time from navigation to the drawn page
@@ -79,7 +79,7 @@ def main() -> None:
         lab = args.lab
         if lab is None:
             lab = Path(scratch) / "lab"
-            print("running the default `arew lab` (about 3 minutes on 2 cores) ...", flush=True)
+            print("running the default `arew lab` (about 14 minutes on 2 cores) ...", flush=True)
             subprocess.run([sys.executable, "-m", "arew.cli", "lab", "--out", str(lab)], check=True, stdout=subprocess.DEVNULL)
         runs = lab_runs(lab)
         started = time.perf_counter()

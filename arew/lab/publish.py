@@ -17,10 +17,10 @@ folders (``--study all``) publishes each of them.
 The default run's publication also writes ``docs/reference/lab-default-runs.json``: each run's
 held-out numbers and the arithmetic it ran with (:mod:`arew.lab.reproducibility`), which
 tests/lab/test_reproducibility.py reproduces with a fresh run. Intel and AMD processors compute the lab's runs
-differently (the module's docstring), so ``python -m arew.lab.publish --reproduction`` trains the run that test
-retrains (:data:`REPRODUCTION_RUN`) on this machine and records its numbers under this CPU's vendor in
+differently (:mod:`arew.lab.reproducibility`), so ``python -m arew.lab.publish --reproduction`` trains the run that
+test retrains (:data:`REPRODUCTION_RUN`) on this machine and records its numbers under this CPU's vendor in
 ``docs/reference/lab-reproduction-runs.json``; the test compares with that vendor's entry, and with the default
-run's own record (published on an Intel CPU) for a vendor without one.
+run's own record (its runs name the vendor they ran on) for a vendor without one.
 
 A target file without a complete block is an error (so a marker edited away cannot make the
 tables drift silently), and so is a run whose ``config.json`` is not the default study, or
@@ -45,7 +45,16 @@ RUNS_RECORD = REPO / "docs" / "reference" / "lab-default-runs.json"
 REPRODUCTION_RECORD = REPO / "docs" / "reference" / "lab-reproduction-runs.json"
 REPRODUCTION_RUN = ("ppo-ir", 0)  # (variant, seed) of the default run that tests/lab/test_reproducibility.py retrains
 # columns of the lab guide's summary, by results.md header (the last one by prefix: its target varies)
-SUMMARY_COLUMNS = ("variant", "reward", "AS proxy", "BT proxy", "I_AS (nats)", "oracle reward", "steps to reward")
+SUMMARY_COLUMNS = (
+    "variant",
+    "reward [95% CI]",
+    "reward − vanilla [95% CI]",
+    "AS proxy",
+    "BT proxy",
+    "I_AS (nats)",
+    "oracle reward",
+    "steps to reward",
+)
 
 
 class PublishError(RuntimeError):
@@ -166,7 +175,7 @@ def reproduction_run():
 
     config, (variant, seed) = LabConfig(), REPRODUCTION_RUN
     with tqdm(disable=True) as bar:
-        (result,) = run_all(config, 1, bar, jobs=[(config, parse_variant(variant), seed)])
+        (result,) = run_all(1, bar, jobs=[(config, parse_variant(variant), seed)])
     return result
 
 
@@ -177,7 +186,7 @@ def _reproduction_records() -> dict:
 
 def reproduction_reference(vendor: str) -> dict:
     """What :data:`REPRODUCTION_RUN` gives on a CPU of ``vendor`` (``final`` and ``arithmetic``): the run recorded on
-    that vendor, else the default run's own record (published on an Intel CPU)."""
+    that vendor, else the default run's own record."""
     recorded = _reproduction_records()
     if vendor in recorded:
         return recorded[vendor]
@@ -225,13 +234,21 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m arew.lab.publish", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "run", type=Path, nargs="?", help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one"
+        "run",
+        type=Path,
+        nargs="?",
+        help="an `arew lab` output folder (results.md, config.json), or an `arew lab --study all` one",
     )
     parser.add_argument(
-        "--reproduction", action="store_true", help="train the run the reproducibility test retrains and record it under this CPU's vendor"
+        "--reproduction",
+        action="store_true",
+        help="train the run the reproducibility test retrains and record it under this CPU's vendor",
     )
     parser.add_argument(
-        "--target", type=Path, action="append", help="target page (repeatable; default: the lab results page and the lab guide; a study: the results page)"
+        "--target",
+        type=Path,
+        action="append",
+        help="target page (repeatable; default: the lab results page and the lab guide; a study: the results page)",
     )
     parser.add_argument("--any-config", action="store_true", help="publish a run that is not the default study")
     args = parser.parse_args(argv)

@@ -60,6 +60,10 @@ TRAINING_MEANS = (
     "as_rule_agreement",
     "bt_rule_agreement",
 )
+INTERVAL_LEVEL = 0.95
+BOOTSTRAP_DRAWS = 10_000
+"""The held-out reward's intervals: percentile bootstrap over seeds, this level, this many resamples."""
+
 EARLY_UPDATES = 10
 """Updates over which the ``as_proxy_early_drift`` column measures an update rule's first-order effect (Prop. 4.1)."""
 RESULT_COLUMNS = (
@@ -71,6 +75,11 @@ RESULT_COLUMNS = (
     "overrides",
     "seeds",
     *(f"{m}_{s}" for m in TABLE_METRICS for s in ("mean", "std")),
+    "reward_low",
+    "reward_high",
+    "reward_vs_vanilla",
+    "reward_vs_vanilla_low",
+    "reward_vs_vanilla_high",
     "train_reward_final",
     "pos_neg_ratio_final",
     *(f"{c}_train_{s}" for c in TRAINING_MEANS for s in ("mean", "std")),
@@ -144,6 +153,27 @@ def _spread(values: Sequence[float]) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
+def bootstrap_interval(values: Sequence[float], other: Sequence[float] | None = None) -> tuple[float, float]:
+    """The ``INTERVAL_LEVEL`` percentile-bootstrap interval of the mean of ``values`` over seeds or, with
+    ``other``, of ``mean(values) - mean(other)`` (the two arms resampled independently: their seeds are
+    separate runs).
+
+    Why a bootstrap and not mean ± std: a lab run's numbers differ between processor vendors (the
+    arithmetic, :mod:`arew.lab.reproducibility`), so a conclusion is only as good as its interval over
+    seeds; a difference whose interval excludes 0 is resolved. The resampling generator is fixed, so a
+    published interval is regenerated digit for digit from the same runs."""
+    rng = np.random.default_rng(0)
+
+    def resampled_means(sample: Sequence[float]) -> np.ndarray:
+        sample = np.asarray(sample, dtype=np.float64)
+        return sample[rng.integers(0, len(sample), (BOOTSTRAP_DRAWS, len(sample)))].mean(1)
+
+    means = resampled_means(values) - (resampled_means(other) if other is not None else 0.0)
+    tail = (1.0 - INTERVAL_LEVEL) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
 def _curve(result: RunResult, key: str, window: int) -> np.ndarray:
     """Moving average of a logged column; steps that logged None (e.g. no -1 critique) are skipped, nan if all are."""
     return masked_moving_average([np.nan if row[key] is None else row[key] for row in result.log], window)
@@ -160,9 +190,7 @@ def first_reach(results: Sequence[RunResult], target: float, window: int) -> tup
     return (float(np.mean(reached)) if reached else "", len(reached))
 
 
-def summarise(
-    config: LabConfig, results: Sequence[RunResult], variants: Sequence[Variant] | None = None
-) -> list[dict]:
+def summarise(config: LabConfig, results: Sequence[RunResult], variants: Sequence[Variant] | None = None) -> list[dict]:
     """One row per variant (in ``config.variants`` order, or that of ``variants``) with RESULT_COLUMNS."""
     lookup = {v.name: v for v in resolve_variants(config, variants)}
     by_variant = {name: [r for r in results if r.variant == name] for name in lookup}
@@ -182,6 +210,14 @@ def summarise(
             values = [r.final[metric] for r in runs]
             row[f"{metric}_mean"] = float(np.mean(values))
             row[f"{metric}_std"] = _spread(values)
+        rewards = [r.final["reward"] for r in runs]
+        row["reward_low"], row["reward_high"] = bootstrap_interval(rewards)
+        vanilla = f"{variant.base}-vanilla"
+        vanilla_rewards = [r.final["reward"] for r in by_variant.get(vanilla, [])]
+        row["reward_vs_vanilla"] = row["reward_vs_vanilla_low"] = row["reward_vs_vanilla_high"] = ""
+        if vanilla_rewards and name != vanilla:
+            row["reward_vs_vanilla"] = float(np.mean(rewards) - np.mean(vanilla_rewards))
+            row["reward_vs_vanilla_low"], row["reward_vs_vanilla_high"] = bootstrap_interval(rewards, vanilla_rewards)
         row["train_reward_final"] = float(np.mean(final_train[name]))
         ratios = [x for x in (final_ratio(r, config.smooth) for r in runs) if x is not None]
         row["pos_neg_ratio_final"] = float(np.mean(ratios)) if ratios else ""
@@ -192,7 +228,6 @@ def summarise(
         drifts = [d for d in (early_drift(r, "as_proxy") for r in runs) if d is not None]
         row["as_proxy_early_drift_mean"] = float(np.mean(drifts)) if drifts else ""
         row["as_proxy_early_drift_std"] = _spread(drifts) if drifts else ""
-        vanilla = f"{variant.base}-vanilla"
         row["steps_to_vanilla_final"] = ""
         row["reached_vanilla_final"] = ""
         row["vanilla_final_train_reward"] = ""
@@ -212,6 +247,20 @@ def _fmt(value: float, spread: float | None = None) -> str:
     return f"{value:.3f}" if spread is None else f"{value:.3f} ± {spread:.3f}"
 
 
+def _interval(value: float, low: float, high: float, signed: bool = False) -> str:
+    number = "{:+.3f}" if signed else "{:.3f}"
+    return f"{number.format(value)} [{number.format(low)}, {number.format(high)}]"
+
+
+def _difference(row: dict) -> str:
+    """The reward difference to vanilla with its interval, in bold where the interval excludes 0."""
+    if row["reward_vs_vanilla"] == "":
+        return "-"
+    cell = _interval(row["reward_vs_vanilla"], row["reward_vs_vanilla_low"], row["reward_vs_vanilla_high"], signed=True)
+    resolved = row["reward_vs_vanilla_low"] > 0 or row["reward_vs_vanilla_high"] < 0
+    return f"**{cell}**" if resolved else cell
+
+
 def _reach(steps: float | str, reached: int | str, seeds: int) -> str:
     if reached == "":
         return "n/a"
@@ -219,7 +268,10 @@ def _reach(steps: float | str, reached: int | str, seeds: int) -> str:
 
 
 def markdown_table(rows: Sequence[dict], extra: Sequence[str] = ()) -> str:
-    """The results as a Markdown table (mean ± std over seeds; reach steps: mean over the seeds that reached).
+    """The results as a Markdown table: the held-out reward's mean over seeds with its bootstrap interval
+    (:func:`bootstrap_interval`), its difference to the same base's vanilla with that difference's interval
+    (bold where it excludes 0: resolved), the other metrics as mean ± std over seeds; reach steps: mean over
+    the seeds that reached.
 
     ``extra`` names ``STUDY_COLUMNS`` added after "train reward (final)" (a study's table); "-"
     where a row has no value (e.g. no critiques).
@@ -227,14 +279,17 @@ def markdown_table(rows: Sequence[dict], extra: Sequence[str] = ()) -> str:
     target = rows[0]["reach_reward"] if rows else 0.0
     added = "".join(f" | {STUDY_COLUMNS[name][0]}" for name in extra)
     header = (
-        "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward | train reward (final)"
+        f"| variant | reward [{INTERVAL_LEVEL:.0%} CI] | reward − vanilla [{INTERVAL_LEVEL:.0%} CI] | AS proxy | BT proxy "
+        "| C_BT | BT follow | I_AS (nats) | oracle reward | train reward (final)"
         f"{added} | steps to vanilla's final | steps to reward {target:g} |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for row in rows:
         cells = [
             row["variant"],
-            *(_fmt(row[f"{m}_mean"], row[f"{m}_std"]) for m in TABLE_METRICS),
+            _interval(row["reward_mean"], row["reward_low"], row["reward_high"]),
+            _difference(row),
+            *(_fmt(row[f"{m}_mean"], row[f"{m}_std"]) for m in TABLE_METRICS if m != "reward"),
             _fmt(row["train_reward_final"]),
             *(_extra_cell(row, name) for name in extra),
             _reach(row["steps_to_vanilla_final"], row["reached_vanilla_final"], row["seeds"]),
@@ -320,7 +375,9 @@ def write_outputs(
             "log": result.log,
         }
         (folder / f"seed{result.seed}.json").write_text(json.dumps(payload, indent=1))
-        export.write_run(folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts, result.variant)
+        export.write_run(
+            folder / f"seed{result.seed}", result.log, result.critique_stats, result.rollouts, result.variant
+        )
     paths["runs"] = out / "runs"
 
     rows = summarise(config, results, variants)

@@ -10,7 +10,10 @@ only when the lab actually runs, keeping ``arew --help`` fast.
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import hashlib
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -31,18 +34,18 @@ _progress_queue = None
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/lab", help="output folder (default: runs/lab)")
-    parser.add_argument("--seeds", type=int, default=None, help="number of seeds 0..n-1 (default 3; 1 with --quick)")
+    parser.add_argument("--seeds", type=int, default=None, help="number of seeds 0..n-1 (default 10; 1 with --quick)")
     parser.add_argument("--steps", type=int, default=None, help=f"training steps per run (default {LabConfig.steps})")
     parser.add_argument(
-        "--task", default=LabConfig.task, help=f"a preference-estimation task, pe-g-s2, pe-g-s3, pe-f-d6 or pe-f-d8 (default {LabConfig.task})"
+        "--task",
+        default=LabConfig.task,
+        help=f"a preference-estimation task, pe-g-s2, pe-g-s3, pe-f-d6 or pe-f-d8 (default {LabConfig.task})",
     )
     parser.add_argument(
         "--variants",
         default=None,
         help="comma-separated <ppo|grpo|gigpo|tgrpo>-<vanilla|as|bt|as+bt|ir|synact>[-synact][-judge<accuracy>]"
-        "[-flip<alpha>][-adaptive] (default: "
-        + ",".join(DEFAULT_VARIANTS)
-        + ")",
+        "[-flip<alpha>][-adaptive] (default: " + ",".join(DEFAULT_VARIANTS) + ")",
     )
     parser.add_argument(
         "--lam", type=float, default=None, help=f"AReW strength lambda (default {LabConfig.arew_lambda})"
@@ -74,8 +77,12 @@ def build_config(args: argparse.Namespace) -> LabConfig:
     """LabConfig from the command line: defaults, then ``--quick``, then explicit options."""
     overrides: dict = dict(QUICK) if args.quick else {}
     if not args.task.startswith("pe-") or args.task not in task_names():
-        pe_tasks = ", ".join(name for name in task_names() if name.startswith("pe-")) or "none: pip install -e envs/preference"
-        raise SystemExit(f"--task: the lab's agent plays preference estimation; {args.task!r} is not one of the installed PE tasks ({pe_tasks})")
+        pe_tasks = (
+            ", ".join(name for name in task_names() if name.startswith("pe-")) or "none: pip install -e envs/preference"
+        )
+        raise SystemExit(
+            f"--task: the lab's agent plays preference estimation; {args.task!r} is not one of the installed PE tasks ({pe_tasks})"
+        )
     overrides["task"] = args.task
     if args.seeds is not None:
         if args.seeds < 1:
@@ -114,12 +121,9 @@ def _run_job(job: tuple[LabConfig, Variant, int]):
     return train_run(config, variant, seed, progress=_progress_queue.put)
 
 
-def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None, on_result=None) -> list:
-    """Every (variant, seed) run of ``config`` (or the given ``(config, variant, seed)`` jobs), in
-    job order; ``bar`` advances by one per training step; ``on_result(job, result)`` is called as
-    each run finishes (in the parent process)."""
-    if jobs is None:
-        jobs = [(config, parse_variant(name), seed) for name in config.variants for seed in config.seeds]
+def run_all(workers: int, bar: tqdm, jobs: list, on_result=None) -> list:
+    """The ``(config, variant, seed)`` jobs' runs, in job order; ``bar`` advances by one per training step;
+    ``on_result(job, result)`` is called as each run finishes (in the parent process)."""
     done = on_result or (lambda job, result: None)
     context = mp.get_context("spawn")  # a fresh interpreter reads the pins before numpy and torch start
     saved = dict(os.environ)
@@ -143,10 +147,65 @@ def run_all(config: LabConfig, workers: int, bar: tqdm, jobs: list | None = None
     return results
 
 
+TRAINING_ROOTS = ("arew.lab.train", "arew_preference")
+"""Where a lab run's code starts: the lab's trainer and the task family it trains on (loaded through the task registry)."""
+
+
+def _source_file(module: str) -> Path | None:
+    """The file of a project module, found from its top-level package's folder without importing the module."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None  # a name imported from a module, not a module
+
+
+def _project_imports(tree: ast.AST) -> set[str]:
+    """Every project module a source file may import, at its top or inside a function: ``from a.b import c``
+    names ``a.b`` and ``a.b.c`` (which is a module or not), and each module brings its parent packages."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    parents = {".".join(name.split(".")[:i]) for name in names for i in range(1, name.count(".") + 1)}
+    return {name for name in names | parents if name == "arew" or name.startswith(("arew.", "arew_"))}
+
+
+def training_sources() -> dict[str, Path]:
+    """The project's source files a lab run can execute: the import closure of ``TRAINING_ROOTS`` within this
+    project, read from the sources (only the top-level packages are imported, to find their folders), so the output
+    writers (report, publish) and the command line are not in it."""
+    found: dict[str, Path] = {}
+    todo = list(TRAINING_ROOTS)
+    while todo:
+        name = todo.pop()
+        if name in found or (path := _source_file(name)) is None:
+            continue
+        found[name] = path
+        todo.extend(_project_imports(ast.parse(path.read_bytes())))
+    return dict(sorted(found.items()))
+
+
+@functools.cache
+def source_fingerprint() -> str:
+    """A hash of :func:`training_sources`: a cached run is reused only by the code that computed it (once per process)."""
+    digest = hashlib.sha1()
+    for name, path in training_sources().items():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
     """What a run's result depends on: equal keys give equal runs, whatever the arms' labels (the
-    config's list of variants and seeds is not part of it). The log's columns are part of it, so a
-    cached run recorded with other columns is trained again rather than reused."""
+    config's list of variants and seeds is not part of it). The training code's fingerprint is part of it,
+    so a run cached before the code changed is trained again rather than reused."""
     from arew.lab.train import LOG_COLUMNS
 
     arew = variant.arew_config(config.arew_lambda, config.ir_coef, noise_seed=seed, grouping=config.grouping)
@@ -157,6 +216,7 @@ def run_key(config: LabConfig, variant: Variant, seed: int) -> str:
         seed,
         dict(PINNED_ENVIRONMENT),
         LOG_COLUMNS,
+        source_fingerprint(),
     )
     return "\n".join(map(repr, parts))
 
@@ -189,12 +249,14 @@ class RunCache:
         tmp.replace(self._path(key))
 
 
-def run_study(study, base: LabConfig, workers: int, cache: RunCache) -> tuple[list, float]:
-    """The study's runs, relabelled to its arms, and the seconds spent; runs already in ``cache``
-    (earlier studies share arms such as ppo-vanilla, or an interrupted invocation) are reused.
-    Runs go seed by seed, so an interrupted study has its first seeds complete."""
-    config = study.config(base)
-    plan = [(run_key(config, v, seed), v, seed) for seed in config.seeds for v in study.variants()]
+def run_cached(
+    config: LabConfig, variants: list[Variant], workers: int, cache: RunCache, label: str
+) -> tuple[list, float]:
+    """Every (variant, seed) run of ``config`` in variant then seed order, relabelled to the variants' names, and
+    the seconds spent; runs already in ``cache`` (a study shares arms such as ppo-vanilla with the default run and
+    with other studies, or an invocation was interrupted) are reused. Runs go seed by seed, so an interrupted
+    invocation has its first seeds complete."""
+    plan = [(run_key(config, v, seed), v, seed) for seed in config.seeds for v in variants]
     found = {key: cache.get(key) for key, _, _ in plan}
     todo: dict[str, tuple] = {}
     for key, variant, seed in plan:
@@ -203,15 +265,20 @@ def run_study(study, base: LabConfig, workers: int, cache: RunCache) -> tuple[li
     started = time.perf_counter()
     if todo:
         keys = {id(job): key for key, job in todo.items()}
-        label = f"arew lab --study {study.name}: {len(todo)} runs ({len(set(found)) - len(todo)} reused)"
+        label = f"{label}: {len(todo)} runs ({len(set(found)) - len(todo)} reused)"
         with tqdm(total=len(todo) * config.steps, desc=label, unit="step", mininterval=1.0) as bar:
             results = run_all(
-                config, min(workers, len(todo)), bar, list(todo.values()), lambda job, r: cache.put(keys[id(job)], r)
+                min(workers, len(todo)), bar, list(todo.values()), lambda job, r: cache.put(keys[id(job)], r)
             )
         found.update(zip(todo, results))
-    order = {v.name: i for i, v in enumerate(study.variants())}
-    runs = sorted(((key, v, seed) for key, v, seed in plan), key=lambda p: (order[p[1].name], p[2]))
+    order = {v.name: i for i, v in enumerate(variants)}
+    runs = sorted(plan, key=lambda p: (order[p[1].name], p[2]))
     return [replace(found[key], variant=variant.name) for key, variant, _ in runs], time.perf_counter() - started
+
+
+def run_study(study, base: LabConfig, workers: int, cache: RunCache) -> tuple[list, float]:
+    """The study's runs, relabelled to its arms, and the seconds spent (:func:`run_cached`)."""
+    return run_cached(study.config(base), study.variants(), workers, cache, f"arew lab --study {study.name}")
 
 
 def study_main(args: argparse.Namespace, base: LabConfig, workers: int) -> None:
@@ -258,13 +325,14 @@ def main(args: argparse.Namespace) -> None:
     if getattr(args, "study", None):
         return study_main(args, build_config(args), workers)
     config = build_config(args)
-    n_runs = len(config.variants) * len(config.seeds)
-    started = time.perf_counter()
-    with tqdm(total=n_runs * config.steps, desc=f"arew lab: {n_runs} runs", unit="step", mininterval=1.0) as bar:
-        results = run_all(config, min(workers, n_runs), bar)
-    wall = time.perf_counter() - started
-    paths = write_outputs(Path(args.out), config, results, wall)
-    print(f"arew lab: {n_runs} runs of {config.steps} steps on {config.task} in {wall:.0f} s")
-    print((Path(args.out) / "results.md").read_text(), end="")
+    out = Path(args.out)
+    cache = RunCache(out / "cache")
+    variants = [parse_variant(name) for name in config.variants]
+    results, wall = run_cached(config, variants, workers, cache, "arew lab")
+    paths = write_outputs(out, config, results, wall)
+    print(
+        f"arew lab: {len(results)} runs of {config.steps} steps on {config.task} in {wall:.0f} s (runs reused from {cache.folder} included)"
+    )
+    print((out / "results.md").read_text(), end="")
     for name, path in paths.items():
         print(f"{name}: {path}")

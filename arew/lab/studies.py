@@ -3,7 +3,7 @@
 A study is a named list of labelled arms; an arm is a variant name of the lab's grammar
 (``arew.lab.config``) plus any further ``algorithm.arew`` keys, validated through
 ``arew.core.parse_config`` when the module loads. Every study runs with the lab's defaults
-(``LabConfig()``, seeds 0-2) unless its ``settings`` override LabConfig fields.
+(``LabConfig()``, seeds 0-9) unless its ``settings`` override LabConfig fields.
 
 Adding a study is one entry in ``STUDIES``::
 

@@ -1,12 +1,13 @@
-"""Variant names, the AReW configs they map to, and the table's reach-time arithmetic."""
+"""Variant names, the AReW configs they map to, the table's reach-time arithmetic and its intervals."""
 
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from arew.lab.compare import main as compare_main
 from arew.lab.config import LabConfig, parse_variant
-from arew.lab.report import markdown_table, summarise
+from arew.lab.report import bootstrap_interval, markdown_table, summarise
 from arew.lab.train import RunResult
 from arew.reporting.report import moving_average
 
@@ -56,7 +57,9 @@ def test_moving_average_is_trailing():
 
 def result(name: str, seed: int, rewards: list[float]) -> RunResult:
     log = [{"step": i, "reward": r} for i, r in enumerate(rewards)]
-    final = {k: float(seed) for k in ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")}
+    final = {
+        k: float(seed) for k in ("reward", "as_proxy", "bt_proxy", "c_bt", "bt_follow", "i_as_nats", "oracle_reward")
+    }
     return RunResult(name, seed, log, final, 1.0)
 
 
@@ -82,5 +85,59 @@ def test_reach_steps_compare_to_vanillas_final_training_reward():
         np.std([0, 1], ddof=1)
     )
     table = markdown_table(list(rows.values()))
-    assert "| ppo-as | 0.500 ± 0.707 |" in table
+    assert "| ppo-as | 0.500 [0.000, 1.000] | +0.000 [-1.000, +1.000] | 0.500 ± 0.707 |" in table
+    assert "| ppo-vanilla | 0.500 [0.000, 1.000] | - |" in table  # vanilla is the reference of its base
     assert "never (0/2)" in table and "2 (2/2)" in table and "3 (1/2)" in table
+
+
+def test_the_bootstrap_interval_covers_the_mean_as_the_normal_approximation_says():
+    sample = np.random.default_rng(5).normal(0.6, 0.2, 200)
+    low, high = bootstrap_interval(sample)
+    half = 1.96 * sample.std(ddof=1) / np.sqrt(len(sample))
+    assert low == pytest.approx(sample.mean() - half, abs=0.005) and high == pytest.approx(
+        sample.mean() + half, abs=0.005
+    )
+    assert bootstrap_interval(sample) == (low, high)  # a fixed generator: a published interval regenerates exactly
+    assert bootstrap_interval([0.3] * 10) == pytest.approx((0.3, 0.3))
+
+
+def test_a_difference_is_resolved_only_when_its_interval_excludes_zero():
+    apart = bootstrap_interval([0.8, 0.82, 0.85, 0.79, 0.81], [0.1, 0.15, 0.12, 0.14, 0.11])
+    assert 0.6 < apart[0] < apart[1] < 0.75
+    one_collapsed_seed = bootstrap_interval([0.85, 0.86, 0.35], [0.82, 0.81, 0.83])  # the published 3-seed case
+    assert one_collapsed_seed[0] < 0 < one_collapsed_seed[1]
+
+
+def test_the_table_marks_resolved_differences_in_bold():
+    config = replace(LabConfig(), variants=("ppo-vanilla", "ppo-as", "ppo-ir"), seeds=(0, 1, 2), smooth=1)
+    results = []
+    for name, rewards in (
+        ("ppo-vanilla", (0.1, 0.12, 0.08)),
+        ("ppo-as", (0.9, 0.92, 0.88)),
+        ("ppo-ir", (0.0, 0.5, 0.1)),
+    ):
+        for seed, reward in enumerate(rewards):
+            results.append(result(name, seed, [reward]))
+            results[-1].final["reward"] = reward
+    table = markdown_table(summarise(config, results))
+    assert "| ppo-as | 0.900 [0.880, 0.920] | **+0.800 [+0.773, +0.827]** |" in table
+    ir = next(line for line in table.splitlines() if line.startswith("| ppo-ir |"))
+    assert "**" not in ir  # 0.2 against 0.1 with one seed at 0.5: not resolved
+
+
+def test_compare_prints_both_arms_and_the_verdict(tmp_path, capsys):
+    import json
+
+    for arm, rewards in (("ppo-as", (0.9, 0.92, 0.88)), ("ppo-vanilla", (0.1, 0.12, 0.08))):
+        folder = tmp_path / "runs" / arm
+        folder.mkdir(parents=True)
+        for seed, reward in enumerate(rewards):
+            (folder / f"seed{seed}.json").write_text(json.dumps({"final": {"reward": reward}}))
+    compare_main([str(tmp_path), "ppo-as", "ppo-vanilla"])
+    out = capsys.readouterr().out
+    assert "ppo-as: reward 0.900 [95% CI 0.880, 0.920] over 3 seeds" in out
+    assert "ppo-as − ppo-vanilla: +0.800 [95% CI +0.773, +0.827]: resolved" in out
+    compare_main([str(tmp_path), "ppo-as", "ppo-as"])
+    assert "ppo-as − ppo-as: +0.000 [95% CI -0.027, +0.027]: not resolved" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="arms there: ppo-as, ppo-vanilla"):
+        compare_main([str(tmp_path), "ppo-ir", "ppo-as"])

@@ -9,19 +9,20 @@ from arew.lab.config import LabConfig
 from arew.lab.publish import TARGETS, PublishError, main, publish, runs_record, summary_table
 
 RESULTS = (
-    "| variant | reward | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) | oracle reward "
-    "| train reward (final) | steps to vanilla's final | steps to reward 0.5 |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|\n"
-    "| ppo-vanilla | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.4 ± 0.0 | 0.5 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | 0.8 "
+    "| variant | reward [95% CI] | reward − vanilla [95% CI] | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) "
+    "| oracle reward | train reward (final) | steps to vanilla's final | steps to reward 0.5 |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| ppo-vanilla | 0.1 [0.1, 0.1] | - | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.4 ± 0.0 | 0.5 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | 0.8 "
     "| 4 (3/3) | never (0/3) |\n"
-    "| ppo-as | 0.9 ± 0.1 | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 0.8 "
-    "| 4 (3/3) | 56 (3/3) |\n"
+    "| ppo-as | 0.9 [0.8, 1.0] | **+0.8 [+0.7, +0.9]** | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 "
+    "| 0.9 ± 0.0 | 0.8 | 4 (3/3) | 56 (3/3) |\n"
 )
 SUMMARY = (
-    "| variant | reward | AS proxy | BT proxy | I_AS (nats) | oracle reward | steps to reward 0.5 |\n"
-    "|---|---|---|---|---|---|---|\n"
-    "| ppo-vanilla | 0.1 ± 0.0 | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | never (0/3) |\n"
-    "| ppo-as | 0.9 ± 0.1 | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 56 (3/3) |\n"
+    "| variant | reward [95% CI] | reward − vanilla [95% CI] | AS proxy | BT proxy | I_AS (nats) | oracle reward "
+    "| steps to reward 0.5 |\n"
+    "|---|---|---|---|---|---|---|---|\n"
+    "| ppo-vanilla | 0.1 [0.1, 0.1] | - | 0.2 ± 0.0 | 0.3 ± 0.0 | 0.6 ± 0.0 | 0.7 ± 0.0 | never (0/3) |\n"
+    "| ppo-as | 0.9 [0.8, 1.0] | **+0.8 [+0.7, +0.9]** | 1.0 ± 0.0 | 0.0 ± 0.0 | 0.3 ± 0.0 | 0.9 ± 0.0 | 56 (3/3) |\n"
 )
 LAB_README = "# lab\n\nintro 0.850 ± 0.048, see `<!-- lab:default:start -->`\n\n<!-- lab:default:start -->\n| old | table |\n|---|---|\n<!-- lab:default:end -->\n\nafter\n"
 MAIN_README = "top\n<!-- lab:default-summary:start -->\nstale\n<!-- lab:default-summary:end -->\ntail, no newline"

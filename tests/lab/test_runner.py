@@ -67,7 +67,7 @@ def test_results_csv_has_one_complete_row_per_variant(quick_run):
 
 def test_markdown_table_lists_every_variant_with_matching_columns(quick_run):
     lines = (quick_run / "results.md").read_text().strip().splitlines()
-    assert lines[0].startswith("| variant | reward | AS proxy | BT proxy")
+    assert lines[0].startswith("| variant | reward [95% CI] | reward − vanilla [95% CI] | AS proxy | BT proxy")
     assert set(lines[1]) <= {"|", "-"}
     width = lines[0].count("|")
     assert all(line.count("|") == width for line in lines)
@@ -111,13 +111,27 @@ def test_forked_workers_give_the_same_results_as_one_process(quick_run, tmp_path
             assert ours["final"] == theirs["final"]
             drop = [{k: v for k, v in row.items() if k != "seconds"} for row in ours["log"]]
             keep = [{k: v for k, v in row.items() if k != "seconds"} for row in theirs["log"]]
-            assert json.dumps(drop) == json.dumps(keep)  # (NaN, a step without an accuracy estimate, equals itself there)
+            assert json.dumps(drop) == json.dumps(
+                keep
+            )  # (NaN, a step without an accuracy estimate, equals itself there)
+
+
+def test_a_second_default_run_comes_from_the_cache(quick_run, monkeypatch):
+    """The default run keeps its runs in <out>/cache as the studies do (and shares them with a study run there)."""
+    before = (quick_run / "results.md").read_text()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("every run should come from the cache")
+
+    monkeypatch.setattr("arew.lab.runner.run_all", no_training)
+    run_cli("--quick", "--out", str(quick_run), "--variants", VARIANTS, "--seeds", "2", "--workers", "1")
+    assert (quick_run / "results.md").read_text() == before
 
 
 def test_command_line_builds_the_config():
     parser = build_parser()
     default = build_config(parser.parse_args(["lab"]))
-    assert default.variants == DEFAULT_VARIANTS and default.seeds == (0, 1, 2) and default.task == "pe-g-s2"
+    assert default.variants == DEFAULT_VARIANTS and default.seeds == tuple(range(10)) and default.task == "pe-g-s2"
     quick = build_config(
         parser.parse_args(
             [
@@ -167,6 +181,12 @@ def test_every_exported_step_carries_the_replay_keys_and_each_run_its_variant_as
             lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
             assert len(lines) == QUICK["steps"]
             for line in lines:  # the correlations may be undefined (NaN, left out) on a step; these never are
-                assert {"episode/proxy_i_as_nats/mean", "episode/proxy_oracle_reward/mean", "selflock/oracle_reward_gap"} <= set(line["data"])
-            assert any("selflock/corr_as_oracle" in line["data"] and "selflock/corr_gap" in line["data"] for line in lines)
+                assert {
+                    "episode/proxy_i_as_nats/mean",
+                    "episode/proxy_oracle_reward/mean",
+                    "selflock/oracle_reward_gap",
+                } <= set(line["data"])
+            assert any(
+                "selflock/corr_as_oracle" in line["data"] and "selflock/corr_gap" in line["data"] for line in lines
+            )
             assert json.loads((folder / "rollouts" / "run.json").read_text()) == {"group": name}

@@ -14,7 +14,7 @@ from arew.lab.publish import TARGETS as README_TARGETS
 from arew.lab.publish import PublishError, main, publish
 from arew.lab.report import final_ratio, summarise
 from arew.lab.rollout import Rollout
-from arew.lab.runner import run_key
+from arew.lab.runner import run_key, training_sources
 from arew.lab.studies import STUDIES, Study, arm
 from arew.lab.train import RunResult, advantage_stage
 
@@ -189,8 +189,8 @@ def test_a_quick_study_writes_its_table_plot_logs_and_definition(quick_study):
     lines = (folder / "results.md").read_text().strip().splitlines()
     assert "| pos/neg ratio (final) |" in lines[0] and all(line.count("|") == lines[0].count("|") for line in lines)
     assert [line.split("|")[1].strip() for line in lines[2:]] == labels
-    assert lines[2].split("|")[10].strip() == "-"  # vanilla has no critiques, so no ratio
-    assert all(float(line.split("|")[10]) > 0 for line in lines[3:])
+    assert lines[2].split("|")[11].strip() == "-"  # vanilla has no critiques, so no ratio
+    assert all(float(line.split("|")[11]) > 0 for line in lines[3:])
     for base in ("ppo", "grpo"):
         assert (folder / f"curves_{base}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     meta = json.loads((folder / "config.json").read_text())
@@ -216,6 +216,19 @@ def test_a_study_resumes_from_its_cache(quick_study, monkeypatch):
     monkeypatch.setattr("arew.lab.train.train_run", no_training)
     run_cli("--study", "grouping", "--quick", "--out", str(quick_study), "--workers", "1")
     assert (quick_study / "grouping" / "results.md").read_text() == before
+
+
+def test_a_cached_run_is_reused_only_by_the_code_that_computed_it(monkeypatch):
+    sources = {name: path.as_posix() for name, path in training_sources().items()}
+    # the trainer, the method's core, the policy and the task it trains on, lazy imports included
+    assert {"arew.lab.train", "arew.core.reweight", "arew.lab.agent", "arew_preference.env"} <= set(sources)
+    assert sources["arew_preference.env"].endswith("arew_preference/env.py")
+    # the output writers and the command line do not change a run
+    assert not {"arew.lab.report", "arew.lab.publish", "arew.lab.runner", "arew.lab.compare", "arew.cli"} & set(sources)
+    config, variant = LabConfig(), parse_variant("ppo-as")
+    key = run_key(config, variant, 0)
+    monkeypatch.setattr("arew.lab.runner.source_fingerprint", lambda: "another version of the code")
+    assert run_key(config, variant, 0) != key
 
 
 def test_study_command_line_errors(tmp_path):
@@ -294,4 +307,6 @@ def test_adding_a_study_is_data():
     study = Study("extra", "one more", (arm("ppo-as+bt", "ppo-as+bt-late", {"schedule": {"start_step": 40}}),))
     (variant,) = study.variants()
     assert variant.arew_config(1.0, 0.1, 0).schedule.start_step == 40
-    assert study.to_dict()["arms"] == [{"label": "ppo-as+bt-late", "variant": "ppo-as+bt", "arew": {"schedule.start_step": 40}}]
+    assert study.to_dict()["arms"] == [
+        {"label": "ppo-as+bt-late", "variant": "ppo-as+bt", "arew": {"schedule.start_step": 40}}
+    ]
