@@ -33,6 +33,11 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Please connect to the VPN.", ((W, "vpn"),)),
         ("Check your SIM card status, please.", ((R, "sim"),)),
         ("Reboot the device now.", ((W, "reboot"),)),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Please turn your mobile data on.", ((W, "mobile_data"),)),
+        ("Could you restart the phone now?", ((W, "reboot"),)),
+        ("Check whether airplane mode is on.", ((R, "airplane"),)),
+        ("Turn roaming on, please.", ((W, "roaming"),)),
     ),
     "indirect": (
         ("Don't forget to turn mobile data back on.", ((W, "mobile_data"),)),
@@ -48,6 +53,10 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("The fix here is to disable airplane mode, so go ahead.", ((W, "airplane"),)),
         ("Try toggling Wi-Fi calling.", ((W, "wifi_calling"),)),
         ("What I'd suggest is restarting your phone.", ((W, "reboot"),)),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("It might be worth restarting your phone at this point.", ((W, "reboot"),)),
+        ("Can I get you to switch airplane mode off?", ((W, "airplane"),)),
+        ("You should disconnect from the VPN.", ((W, "vpn"),)),
     ),
     "polite": (
         ("Would you mind turning airplane mode off?", ((W, "airplane"),)),
@@ -59,15 +68,24 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         # written after the reader's rules were fixed against the lines above, and measured before any change
         ("Kindly run a speed test.", ((R, "speed"),)),
         ("Could I trouble you to check your APN settings?", ((R, "apn"),)),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Would you be able to check your status bar?", ((R, "status_bar"),)),
+        ("Could I trouble you to run a speed test?", ((R, "speed"),)),
     ),
     "lists": (
-        ("Please do these two things: 1. turn off airplane mode 2. restart the phone.", ((W, "airplane"), (W, "reboot"))),
+        (
+            "Please do these two things: 1. turn off airplane mode 2. restart the phone.",
+            ((W, "airplane"), (W, "reboot")),
+        ),
         ("Two steps: first enable mobile data, then run a speed test.", ((W, "mobile_data"), (R, "speed"))),
         ("Could you - check the status bar - and then toggle roaming?", ((R, "status_bar"), (W, "roaming"))),
         ("Steps:\n- disable the VPN\n- reboot", ((W, "vpn"), (W, "reboot"))),
         # written after the reader's rules were fixed against the lines above, and measured before any change
         ("Please: turn on mobile data, turn off data saver.", ((W, "mobile_data"), (W, "data_saver"))),
         ("a) reboot b) check the status bar", ((W, "reboot"), (R, "status_bar"))),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Two things: turn off airplane mode, then restart the phone.", ((W, "airplane"), (W, "reboot"))),
+        ("First check the status bar, and after that run a speed test.", ((R, "status_bar"), (R, "speed"))),
     ),
     "misspelled": (
         ("Please trun off airplane mode.", ((W, "airplane"),)),
@@ -83,6 +101,10 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Could you swich on mobile data?", ((W, "mobile_data"),)),
         ("Please reebot your phone.", ((W, "reboot"),)),
         ("Chekc the status bar please.", ((R, "status_bar"),)),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Turn off airplane mdoe, please.", ((W, "airplane"),)),
+        ("Can you enable romaing?", ((W, "roaming"),)),
+        ("Please disabel the VPN.", ((W, "vpn"),)),
     ),
     "long": (
         (
@@ -107,6 +129,13 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
             "account and there's nothing blocking it from our side. Please restart your phone and tell me what happens.",
             ((W, "reboot"),),
         ),
+        # a third wave, written against the same reader as the second and measured before any change
+        (
+            "I completely understand, and I'm sorry this has been going on since this morning. From what you "
+            "describe the line itself is fine and the problem is how the phone connects abroad, so please turn on "
+            "data roaming and let me know once it's done.",
+            ((W, "roaming"),),
+        ),
     ),
     "negations": (
         ("Please don't restart your phone yet.", ()),
@@ -119,6 +148,9 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Don't reset your APN, it's fine.", ()),
         ("You shouldn't need to restart.", ()),
         ("Not airplane mode - that's already off.", ()),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Don't restart the phone yet; first check the status bar.", ((R, "status_bar"),)),
+        ("Please leave the VPN alone for now.", ()),
     ),
     "sarcasm": (
         ("Oh sure, because restarting the phone fixes everything.", ()),
@@ -126,6 +158,8 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         # written after the reader's rules were fixed against the lines above, and measured before any change
         ("Sure, let's just reset everything and hope for the best.", ()),
         ("Great, another customer who hasn't restarted their phone.", ()),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Right, as if resetting the APN ever helped anyone.", ()),
     ),
     "unknown_actions": (
         ("Please defragment your SIM card.", ()),
@@ -137,6 +171,9 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("Please reformat your SIM card.", ()),
         ("Could you overclock your phone?", ()),
         ("Please unlock the bootloader.", ()),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Please recharge the SIM card's battery.", ()),
+        ("Could you update the roaming firmware?", ()),
     ),
     "other_languages": (
         ("Apaga el modo avión, por favor.", ()),
@@ -146,6 +183,8 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         # written after the reader's rules were fixed against the lines above, and measured before any change
         ("Por favor, reinicia tu teléfono.", ()),
         ("Schalte bitte den Flugmodus aus.", ()),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Ligue os dados móveis, por favor.", ()),
     ),
     "statements": (
         ("The tool toggle_airplane_mode is what we use for that.", ()),
@@ -166,6 +205,11 @@ BATTERY: dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = {
         ("We already tried toggling mobile data earlier.", ()),
         ("Roaming is usually what people forget to enable.", ()),
         ("The previous agent asked you to restart the phone.", ()),
+        # a third wave, written against the same reader as the second and measured before any change
+        ("Restarting the phone is usually the first thing we'd try.", ()),
+        ("The reset_apn_settings tool exists for cases like this.", ()),
+        ("Some customers find that turning off data saver helps.", ()),
+        ("Earlier you mentioned you had already enabled roaming.", ()),
     ),
 }
 
