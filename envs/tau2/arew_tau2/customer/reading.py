@@ -218,12 +218,14 @@ _KEEP = re.compile(
     r"|(?:\b(?:never|not|no need to)|n't)\s+(?:\w+\s+)?(?:touch|mess with|tamper with|fiddle with|play with|modify)\b(?P<obj2>[^.!?;,]{0,60})"
 )
 # statements and questions
-# what others did or what a page says ("another customer fixed it by...", "our help page says to...", "the usual fixes are...")
+# what others did or what a page says ("another customer fixed it by...", "our help page says to...", "the usual fixes are...",
+# "the knowledge base article lists...", "the previous agent asked you to...")
 _REPORT = re.compile(
     r"\b(?:another|other|some|most|many) (?:customers?|users?|people|callers?)\b|\bpeople\b|\b(?:they|he|she)\b"
     r"|\b(?:colleague|technician|coworker|co-worker|friend|someone|somebody|everyone|everybody)s?\b"
     r"|\b(?:help|support|faq) (?:page|article|site|center|centre)s?\b|\b(?:manual|guide|documentation|docs)\b"
     r"|\busual(?:ly)? (?:fix|step|solution|remed)\w*|\bin some cases\b|\bfor reference\b|\bthe tool\b"
+    r"|\bknowledge[- ]?base\b|\barticles?\b|\b(?:previous|last|other|earlier) (?:agent|rep|representative)s?\b"
 )
 # the agent's own hypothetical: "(if ...,) we would reset the APN"
 _WE_WOULD = re.compile(r"\bwe\s+(?:would|will|could|might|can)\s+(?:also\s+|then\s+|just\s+)?$")
@@ -240,7 +242,7 @@ _BE_BEFORE = re.compile(r"\b(?:is|are|be|been|was|were|it's|currently)\s+$")
 # what may stand right before "restart" / "pay" used as a request (else it is a noun, a report or a stray keyword)
 _VERB_BEFORE = re.compile(
     r"(?:\b(?:please|to|you|should|must|can|could|would|will|let's|and|then|also|now|just|first|next|finally|quickly|simply"
-    r"|try|maybe|recommend|suggest|go ahead and)|[,:])\s+$"
+    r"|try|maybe|recommend|suggest|go ahead and|(?<!not )worth)|[,:])\s+$"
 )
 _PASSIVE = re.compile(
     r"\s*(?P<gap>(?:[\w']+\s+){0,3}?)(?:(?:(?:needs?|has|have|ought) to|must)\s+be\s+(?:turned|switched|set|changed|reset|enabled|disabled"
