@@ -9,14 +9,13 @@ from arew_tau2.customer.battery import BATTERY
 from arew_tau2.customer.reading import normalise, requests
 
 # read otherwise than the battery says, knowingly: a rhetorical question about a repair reads as asking for its state;
-# of the messages written after the rules, a suggestion as a noun phrase, a lettered list, a two-letter misspelling;
+# of the messages written after the rules, a suggestion as a noun phrase and a two-letter misspelling;
 # of the third wave, sarcasm with "as if", an unknown action on a known feature, and a tool name quoted as a
 # statement without "the tool" (the second wave's two unknown reports and the third's "it might be worth ..." were
-# fixed after they were measured)
+# fixed after they were measured, and so was the second's lettered list)
 KNOWN_MISREADINGS = {
     "Yeah, toggling airplane mode is the magic cure for all problems, right?",
     "What I'd suggest is restarting your phone.",
-    "a) reboot b) check the status bar",
     "Please reebot your phone.",
     "Right, as if resetting the APN ever helped anyone.",
     "Could you update the roaming firmware?",

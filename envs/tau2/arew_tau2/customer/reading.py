@@ -242,7 +242,7 @@ _BE_BEFORE = re.compile(r"\b(?:is|are|be|been|was|were|it's|currently)\s+$")
 # what may stand right before "restart" / "pay" used as a request (else it is a noun, a report or a stray keyword)
 _VERB_BEFORE = re.compile(
     r"(?:\b(?:please|to|you|should|must|can|could|would|will|let's|and|then|also|now|just|first|next|finally|quickly|simply"
-    r"|try|maybe|recommend|suggest|go ahead and|(?<!not )worth)|[,:])\s+$"
+    r"|try|maybe|recommend|suggest|go ahead and|(?<!not )worth)|[,:]|(?:^|\s)[a-z1-9]\))\s+$"
 )
 _PASSIVE = re.compile(
     r"\s*(?P<gap>(?:[\w']+\s+){0,3}?)(?:(?:(?:needs?|has|have|ought) to|must)\s+be\s+(?:turned|switched|set|changed|reset|enabled|disabled"
