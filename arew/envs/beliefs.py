@@ -6,7 +6,8 @@ vector in <interact>, judged against the previous *valid* belief, and a final ve
 its questions and their critique (``act``, built on :meth:`BeliefEnv.open_turn` and
 :meth:`BeliefEnv.action_step`), its BT rule (:meth:`BeliefEnv.bt_proxy`, :meth:`BeliefEnv.judge_belief`), its
 wording (:class:`BeliefPrompts`), reward and proxies. :class:`ChoiceEnv` adds what the tasks that
-pick one of several options share. A task's ``act`` in full (``envs/number_search`` is the whole task)::
+pick one of several options share; :class:`CandidateSetEnv` is the choice whose belief is the set of options
+still possible, with its BT rule built in. A task's ``act`` in full (``envs/number_search`` is the whole task)::
 
     async def act(self, text):
         query = self.open_turn(text, lambda payload: parse_threshold(payload, self.n_candidates))
@@ -19,7 +20,7 @@ pick one of several options share. A task's ``act`` in full (``envs/number_searc
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -300,4 +301,170 @@ class ChoiceEnv(BeliefEnv):
             "belief_correct": float(scoring.unique_argmax(self._belief) == self.gold),
             "first_guess_correct": float(first_correct),
             "final_equals_first_guess": float(consistent),
+        }
+
+
+class CandidateSetEnv(ChoiceEnv):
+    """A task whose belief is the set of candidates still possible, and whose answer is one candidate.
+
+    Twenty questions, number guessing, fault finding: each answer rules some candidates out, and the
+    agent keeps the set of those still possible. It states the set in <interact> as candidate numbers,
+    ``2, 5, 7`` (1-based, as shown; :func:`arew.envs.parsing.parse_index_set`), and answers with one
+    number in <answer>; a list of several is an invalid answer (a hedge is not an answer). The reward is
+    1 iff the answer is the gold. The API speaks of sets of 0-based indices: :attr:`candidate_set`,
+    :attr:`ruled_out`, :attr:`consistent`, :attr:`final_answer`, ``gold``.
+
+    The task answers each valid question with :meth:`elimination_step`, naming the candidates the
+    answer rules out; the BT critique and proxy follow from those alone. Underneath, the belief vector
+    of :class:`BeliefEnv` is the uniform distribution over the set (1/|S| on each member, 0 elsewhere),
+    so the prior (1/n everywhere) is the set of all candidates and what :class:`ChoiceEnv` computes
+    reads right: the reward (a one-candidate answer is the unique top), ``belief_correct`` (the set is
+    {gold}), belief consistency (the same set).
+
+    BT critique of a valid set S, with R the candidates the answers so far rule out, C the others (the
+    gold always among them), N those the latest answer newly ruled out and P the previous valid set;
+    the first rule that applies:
+
+    - -1 ``left_out_gold``: the gold is not in S;
+    - -1 ``left_out_consistent``: S leaves out a candidate of C. No answer rules it out, so leaving it
+      out is a guess, not an update; a guess that keeps the gold must not pay (else dropping
+      candidates at random, or keeping one guessed candidate, would earn what tracking earns
+      whenever it is lucky), and it gets the -1 that an unlucky one gets, so the critique of a guess
+      does not depend on its luck. Every update restates the whole set, so the guess costs -1 at
+      every update until the candidate is put back;
+    - -1 ``readded_ruled_out``: S puts back a candidate of R that P had dropped;
+    - -1 ``ignored_answer``: the latest answer ruled out candidates of P and S keeps them all;
+    - +1 ``follows_answers``: S is exactly C, reached by dropping candidates of R;
+    - 0 ``partial``: S drops candidates of R but keeps others. Keeping a candidate that is no longer
+      possible is caution, not a mistake, but it does not earn +1: a policy dropping one impossible
+      candidate per update would otherwise be paid for trickling out one answer's news, and paid
+      after answers that brought none, where tracking has nothing left to do;
+    - 0 ``restored``: S only puts back candidates of C that an earlier guess left out;
+    - 0 ``unchanged``: S is P and the latest answer ruled out none of P.
+
+    So stating C after every answer earns the most any update can from every state (+1 when it drops
+    something, else 0), and restating the prior earns -1 after news. The critique never depends on the
+    gold: the gold is always in C, so the first rule is the second's special case, named apart for the
+    diagnostics. A final answer in place of an update round is judged as the set {answer}; one after
+    the last update round gets 0 (the reward judges it).
+
+    BT proxy: w[gold] - prev[gold] with w uniform over the set, i.e. the change of Psi(S) = 1/|S| while
+    the gold is in S and 0 once it is not: the paper's Psi(b) = b(s*) for the belief uniform over the
+    candidates still held. ``c_bt`` (:meth:`BeliefEnv.episode_proxies`) is then the probability mass
+    the agent gathered on the truth: 1 - 1/n for an episode that narrows to the gold and names it
+    without ever dropping it. Def. 3.2 sums progress only, so a set that narrows by a guess and widens
+    back counts the narrowing and not the widening; the critique charges the guess.
+    """
+
+    RECORDED = "Candidates recorded."
+    INVALID_BELIEF = "Your list of candidates was invalid because {}. Your previous valid list is kept."
+
+    def __init__(self, max_turns: int, n_candidates: int, gold: int):
+        if n_candidates < 2 or not 0 <= int(gold) < n_candidates:
+            raise ValueError("a candidate set needs at least two candidates and the gold among them")
+        super().__init__(max_turns, n_candidates, gold)
+        self.n_candidates = int(n_candidates)
+        self._ruled_out_mask = np.zeros(self.n_candidates, dtype=bool)  # by the answers so far
+        self._news_mask = np.zeros(self.n_candidates, dtype=bool)  # newly ruled out by this turn's answer
+
+    @property
+    def candidate_set(self) -> frozenset[int]:
+        """The latest valid set (every candidate before the first one; the answer after a valid one)."""
+        return frozenset(np.flatnonzero(self.belief > 0).tolist())
+
+    @property
+    def ruled_out(self) -> frozenset[int]:
+        """The candidates the answers so far rule out."""
+        return frozenset(np.flatnonzero(self._ruled_out_mask).tolist())
+
+    @property
+    def consistent(self) -> frozenset[int]:
+        """The candidates consistent with every answer so far: the set a tracking agent holds."""
+        return frozenset(np.flatnonzero(~self._ruled_out_mask).tolist())
+
+    @property
+    def final_answer(self) -> int | None:
+        """The candidate the valid final answer names (None before it, or when it was invalid)."""
+        return None if self.final_belief is None else int(np.argmax(self.final_belief))
+
+    def open_turn(self, text: str, parse: Callable[[str], parsing.ParseResult]) -> parsing.ParseResult:
+        """As :meth:`BeliefEnv.open_turn`; the turn's answer rules nothing out until :meth:`elimination_step` says what."""
+        self._news_mask = np.zeros(self.n_candidates, dtype=bool)  # until an answer says otherwise: no news
+        return super().open_turn(text, parse)
+
+    def elimination_step(
+        self, reply: str, ruled_out: Iterable[int], *, critique: int | None = None, **info: Any
+    ) -> StepResult:
+        """The step that answers a valid question: ``reply`` (the user's answer) and ``ruled_out``, the
+        candidates (0-based) inconsistent with it; those no earlier answer ruled out are its news.
+
+        The AS critique is ``critique`` when given, else +1 iff there is news and -1 otherwise (for a
+        truthful yes/no answer that is number search's rule: the question split the candidates still
+        possible). The AS proxy is how many candidates the answer newly ruled out. ``info`` goes into
+        the step's info.
+
+        Raises:
+            ValueError: ``ruled_out`` names the gold or a number that is no candidate: the task's
+                answers contradict its gold, and every critique would be wrong.
+        """
+        indices = np.fromiter(ruled_out, dtype=int)
+        if ((indices < 0) | (indices >= self.n_candidates)).any():
+            raise ValueError(f"ruled-out candidates must be 0-based indices below {self.n_candidates}: {indices.tolist()}")
+        if (indices == self.gold).any():
+            raise ValueError(f"an answer about the gold cannot rule out the gold ({self.gold})")
+        news = np.zeros(self.n_candidates, dtype=bool)
+        news[indices] = True
+        news &= ~self._ruled_out_mask
+        self._news_mask = news
+        self._ruled_out_mask = self._ruled_out_mask | news
+        n_news = int(news.sum())
+        as_critique = (1 if n_news else -1) if critique is None else critique
+        return self.action_step(reply, critique=as_critique, as_proxy=n_news, news=bool(n_news), **info)
+
+    def parse_belief(self, text: Any, tag: str) -> parsing.ParseResult:
+        """The candidate set in ``<tag>`` as its belief vector (uniform over the set); an answer names one candidate."""
+        payload = parsing.extract_payload(text, tag)
+        chosen = payload if not payload.ok else parsing.parse_index_set(payload.value, self.n_candidates)
+        if not chosen.ok:
+            return chosen
+        if tag == "answer" and len(chosen.value) != 1:
+            return parsing.ParseResult.failure(f"the final answer must name exactly one candidate, not {len(chosen.value)}")
+        w = np.zeros(self.n_candidates)
+        w[list(chosen.value)] = 1.0 / len(chosen.value)
+        return parsing.ParseResult.success(w)
+
+    def bt_proxy(self, w: np.ndarray, prev: np.ndarray) -> float:
+        """The change of Psi(S) = 1/|S| if the gold is in S, else 0 (see the class docstring)."""
+        return float(w[self.gold] - prev[self.gold])
+
+    def judge_belief(self, w: np.ndarray, *, delta: float, role: str, counterfactual: str | None) -> tuple[int, str]:
+        """The rules of the class docstring, on indicator masks; ``delta``, ``role`` and ``counterfactual``
+        play no part (the answers so far decide, and an answer in place of an update is judged as one)."""
+        kept, before = w > 0, self.belief > 0
+        dropped, added = before & ~kept, kept & ~before
+        if not kept[self.gold]:
+            return -1, "left_out_gold"
+        if (~kept & ~self._ruled_out_mask).any():
+            return -1, "left_out_consistent"
+        if (added & self._ruled_out_mask).any():
+            return -1, "readded_ruled_out"
+        answered = self._news_mask & before
+        if answered.any() and not (answered & dropped).any():
+            return -1, "ignored_answer"
+        if dropped.any():  # every dropped candidate is ruled out: the consistent ones are all kept
+            return (0, "partial") if (kept & self._ruled_out_mask).any() else (1, "follows_answers")
+        return 0, ("restored" if added.any() else "unchanged")
+
+    def candidate_proxies(self) -> dict[str, float]:
+        """:meth:`ChoiceEnv.choice_proxies` on sets (``belief_correct``: the latest set is {gold};
+        ``final_equals_first_guess``: the answer is the first set), plus ``n_consistent``, how many
+        candidates the answers left possible (1: the questions identified the gold), and
+        ``answer_consistent``, whether the final answer is one of them. A wrong answer the answers
+        still allowed is a failure to ask; one they ruled out is a failure to track.
+        """
+        answer = self.final_answer
+        return {
+            **self.choice_proxies(),
+            "n_consistent": float(len(self.consistent)),
+            "answer_consistent": float(answer is not None and not self._ruled_out_mask[answer]),
         }

@@ -196,6 +196,26 @@ def parse_pair_query(payload: Any, n_items: int, n_attrs: int, subset_size: int)
     return ParseResult.success(PairQuery(items.value[0], items.value[1], chosen))
 
 
+def parse_index_set(payload: Any, n_items: int, what: str = "candidate") -> ParseResult:
+    """A non-empty set of distinct item numbers, 1-based as shown (``2, 5, 7``), as a frozenset of 0-based indices.
+
+    Separators and brackets as for :func:`parse_numbers`; ``what`` names the items in the errors. Rejected, with
+    the reason: no number at all, more numbers than there are items, a token that is not a whole number, a number
+    outside 1 to ``n_items``, a number given twice (a repeat is more likely a slip than the intent, so it is not
+    merged silently).
+    """
+    problem = text_problem(payload)
+    if problem:
+        return ParseResult.failure(problem)
+    tokens = _split(payload)
+    if not tokens:
+        return ParseResult.failure(f"no {what} numbers were given")
+    if len(tokens) > n_items:
+        return ParseResult.failure(f"{len(tokens)} {what} numbers were given, but there are only {n_items} {what}s")
+    indices = _parse_indices(payload, what, n_items)
+    return indices if not indices.ok else ParseResult.success(frozenset(indices.value))
+
+
 MAX_QUESTION_CHARS = 300
 _WHITESPACE = re.compile(r"\s+")
 
