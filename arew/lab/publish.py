@@ -22,6 +22,11 @@ test retrains (:data:`REPRODUCTION_RUN`) on this machine and records its numbers
 ``docs/reference/lab-reproduction-runs.json``; the test compares with that vendor's entry, and with the default
 run's own record (its runs name the vendor they ran on) for a vendor without one.
 
+``python -m arew.lab.publish --second-vendor RUN_DIR`` takes a default run made on the other vendor: it writes its
+record to ``docs/reference/lab-second-vendor-runs.json`` and, between ``<!-- lab:vendors:start -->`` and
+``<!-- lab:vendors:end -->`` of docs/reference/lab-results.md, every difference the readings draw
+(:data:`arew.lab.compare.READINGS`) on both vendors with its interval and whether the verdicts agree.
+
 A target file without a complete block is an error (so a marker edited away cannot make the
 tables drift silently), and so is a run whose ``config.json`` is not the default study, or
 not the study's definition in ``arew.lab.studies`` with the lab's defaults
@@ -43,6 +48,7 @@ TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guid
 STUDY_TARGETS = TARGETS[:1]
 RUNS_RECORD = REPO / "docs" / "reference" / "lab-default-runs.json"
 REPRODUCTION_RECORD = REPO / "docs" / "reference" / "lab-reproduction-runs.json"
+SECOND_VENDOR_RECORD = REPO / "docs" / "reference" / "lab-second-vendor-runs.json"
 REPRODUCTION_RUN = ("ppo-ir", 0)  # (variant, seed) of the default run that tests/lab/test_reproducibility.py retrains
 # columns of the lab guide's summary, by results.md header (the last one by prefix: its target varies)
 SUMMARY_COLUMNS = (
@@ -204,6 +210,27 @@ def record_reproduction() -> Path:
     return REPRODUCTION_RECORD
 
 
+def publish_second_vendor(run: Path, target: Path | None = None) -> list[Path]:
+    """Record a default run made on the other CPU vendor than the published one, and write the table of the
+    readings' verdicts on both (:func:`arew.lab.compare.vendor_table`) into ``target`` (default: the results page)."""
+    from arew.lab.compare import record_vendor, vendor_table
+
+    check_default(run)
+    published, second = json.loads(RUNS_RECORD.read_text()), json.loads(runs_record(run))
+    if second["config"] != published["config"]:
+        raise PublishError(f"{run} was not run with the published run's config")
+    if record_vendor(second) == record_vendor(published):
+        raise PublishError(f"{run} ran on {record_vendor(second)}, as the published run did: it needs the other vendor")
+    target = target or TARGETS[0]
+    try:
+        text = publish_text(target.read_text(), {"lab:vendors": vendor_table(published, second)})
+    except (PublishError, BlockError) as error:
+        raise PublishError(f"{target}: {error}") from None
+    SECOND_VENDOR_RECORD.write_text(json.dumps(second, indent=1, sort_keys=True) + "\n")
+    target.write_text(text)
+    return [SECOND_VENDOR_RECORD, target]
+
+
 def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool = False) -> list[Path]:
     """Write ``run``'s tables into ``targets`` (default: TARGETS and, for the default run, RUNS_RECORD;
     STUDY_TARGETS for a study); every target is checked before any is written."""
@@ -251,12 +278,24 @@ def main(argv: list[str] | None = None) -> None:
         help="target page (repeatable; default: the lab results page and the lab guide; a study: the results page)",
     )
     parser.add_argument("--any-config", action="store_true", help="publish a run that is not the default study")
+    parser.add_argument(
+        "--second-vendor",
+        action="store_true",
+        help="RUN is the default run made on the other CPU vendor: record it and write both vendors' verdicts",
+    )
     args = parser.parse_args(argv)
     if args.reproduction:
         print(f"recorded {REPRODUCTION_RUN} in {record_reproduction()}")
         return
     if args.run is None:
         parser.error("give a run folder, or --reproduction")
+    if args.second_vendor:
+        try:
+            written = publish_second_vendor(args.run, args.target[0] if args.target else None)
+        except PublishError as error:
+            raise SystemExit(f"arew.lab.publish: {error}") from None
+        print("published " + ", ".join(str(path) for path in written))
+        return
     try:
         runs = study_runs(args.run)
         if not args.any_config:  # every run is checked before any is written

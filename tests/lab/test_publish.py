@@ -113,3 +113,43 @@ def test_the_runs_record_holds_each_runs_held_out_numbers_and_arithmetic(tmp_pat
     # with explicit targets the repository's record is left alone
     lab, _top = _readmes(tmp_path)
     assert publish(run, (lab,)) == [lab]
+
+
+def _vendor_run(tmp_path, name, vendor, shift):
+    """A default-config run folder on ``vendor``: every arm of the readings, three equal seeds (intervals of width 0)."""
+    from arew.lab.compare import READINGS
+
+    run = tmp_path / name
+    arms = {arm for pair in READINGS for arm in pair}
+    for arm in arms:
+        base = 0.1 if arm.endswith("vanilla") else 0.8
+        for seed in range(3):
+            path = run / "runs" / arm / f"seed{seed}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            reward = base + shift + (0.3 if arm == "ppo-as+bt" and vendor == "GenuineIntel" else 0.0)
+            path.write_text(json.dumps({"variant": arm, "seed": seed, "final": {"reward": reward},
+                                        "arithmetic": {"cpu_vendor": vendor}}))  # fmt: skip
+    (run / "config.json").write_text(json.dumps({"config": asdict(LabConfig())}))
+    return run
+
+
+def test_the_second_vendor_table_gives_each_readings_verdict_on_both_vendors(tmp_path, monkeypatch):
+    from arew.lab import publish as publishing
+    from arew.lab.compare import READINGS
+
+    amd, intel = _vendor_run(tmp_path, "amd", "AuthenticAMD", 0.0), _vendor_run(tmp_path, "intel", "GenuineIntel", 0.01)
+    record, second, page = tmp_path / "record.json", tmp_path / "second.json", tmp_path / "results.md"
+    record.write_text(runs_record(amd))
+    page.write_text("x\n<!-- lab:vendors:start -->\nold\n<!-- lab:vendors:end -->\n")
+    monkeypatch.setattr(publishing, "RUNS_RECORD", record)
+    monkeypatch.setattr(publishing, "SECOND_VENDOR_RECORD", second)
+    publishing.publish_second_vendor(intel, page)
+    table = page.read_text()
+    assert "| A − B (held-out reward) | AuthenticAMD | GenuineIntel | same verdict |" in table
+    # Intel's ppo-as+bt is 0.3 higher: above ppo-as there, level on AMD; every other verdict is the same
+    assert "| ppo-as+bt − ppo-as | +0.000 [+0.000, +0.000] not resolved | +0.300 [+0.300, +0.300] higher | **no** |" in table
+    # it also parts the three other readings that compare ppo-as+bt with an arm of the same level: GRPO, flip, ir
+    assert f"{len(READINGS) - 4} of {len(READINGS)} verdicts agree" in table
+    assert json.loads(second.read_text()) == json.loads(runs_record(intel))
+    with pytest.raises(PublishError, match="ran on AuthenticAMD, as the published run did"):
+        publishing.publish_second_vendor(amd, page)

@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 
 from arew.lab.config import LabConfig, parse_variant
+from arew.lab.compare import record_vendor, vendor_table
 from arew.lab.publish import (
     REPO,
     REPRODUCTION_RECORD,
     REPRODUCTION_RUN,
     RUNS_RECORD,
+    SECOND_VENDOR_RECORD,
     reproduction_reference,
     reproduction_run,
 )
@@ -97,3 +99,13 @@ def test_a_vendor_without_its_own_record_is_held_to_the_default_run():
     for vendor, run in json.loads(REPRODUCTION_RECORD.read_text()).items():  # each recorded on a CPU of its vendor
         assert run["arithmetic"]["cpu_vendor"] == vendor and (run["variant"], run["seed"]) == REPRODUCTION_RUN
         assert reproduction_reference(vendor) == run
+
+
+def test_the_two_vendors_verdicts_are_those_of_their_records():
+    """The default run made on the other vendor (docs/reference/lab-second-vendor-runs.json) with the published
+    one's config, and the table of the readings' verdicts on both recomputed from the two records."""
+    second = json.loads(SECOND_VENDOR_RECORD.read_text())
+    assert second["config"] == RECORD["config"]
+    assert {record_vendor(RECORD), record_vendor(second)} == {"GenuineIntel", "AuthenticAMD"}
+    table = LAB_RESULTS.read_text().split("<!-- lab:vendors:start -->\n")[1].split("<!-- lab:vendors:end -->")[0]
+    assert table == vendor_table(RECORD, second)
