@@ -36,7 +36,7 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 import arew.verl_plugin  # noqa: F401
 from arew.core import collect_segments
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew.verl_plugin.estimators import AdvantageBatch, advantage_batch
 
 

@@ -61,7 +61,7 @@ from user_parse_rates import MEDIQ_CASES
 
 from arew.envs.lexical import terms
 from arew.envs.users import prompts
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew.verl_plugin import smoke
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,7 +46,7 @@ from typing import Any
 from arew.audit.runner import TaskAudit, play_policy
 from arew.critiques.base import Decision, EpisodeContext
 from arew.envs.registry import make_env
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew_tau2 import DUAL, SOLO
 from arew_tau2 import audit as oracles
 from arew_tau2.contracts import (

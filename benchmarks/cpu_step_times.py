@@ -25,7 +25,7 @@ import psutil
 import torch
 
 from arew.configs import CPU_ROLLOUT_BACKENDS
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew.verl_plugin import smoke
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"

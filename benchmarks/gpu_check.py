@@ -42,7 +42,7 @@ from arew.core import (
     turn_gae_advantages,
     turn_grpo_advantages,
 )
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"
 MARKER = "bench:gpu-check"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew.verl_plugin.cpu.hf_rollout import HFRolloutServer
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"

@@ -59,7 +59,7 @@ from arew.critiques import judge
 from arew.critiques.settings import CritiquePlan, CritiqueSettings
 from arew.envs.registry import make_env
 from arew.episodes import EpisodeCritiques, EpisodeLog, episode_name, episode_seed, play
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew.schema import parse_section
 from arew_mediq import data as mediq_data
 from arew_preference import data as preference_data

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from arew.markdown_blocks import replace_block
 from arew.reporting import report
+from arew.reporting.markdown_blocks import replace_block
 from arew.reporting.screenshot import browser
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "benchmarks.md"

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS_PAGE = ROOT / "docs" / "getting-started.md"

@@ -76,7 +76,7 @@ from tau2_env_speed import agent_turns
 from vllm_cpu_server import model_endpoint
 
 from arew.envs.users import FactRequest, LLMUser, LLMUserConfig, OfflineUser, RowRequest
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew_flodial.data import gold_faults
 from arew_flodial.flowchart import load_flowcharts, parse_flowchart
 from arew_mediq.data import normalize_case, read_source

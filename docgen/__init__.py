@@ -2,7 +2,9 @@
 
 ``python -m docgen.config_reference --write``: the commented defaults of ``arew/configs/base/arew.yaml`` and
 ``docs/reference/configuration.md`` (every setting and every installed task's options);
-``python -m docgen.panel_docs``: the dashboard's panel list in ``docs/guides/dashboards.md``. They live outside
-the ``arew`` package because they write the repository's files and read every installed task package; the tests
-check that the pages match what they would write.
+``python -m docgen.panel_docs``: the dashboard's panel list in ``docs/guides/dashboards.md``;
+``python -m docgen.lab_publish RUN_DIR``: an ``arew lab`` run's tables in ``docs/reference/lab-results.md`` and
+``docs/guides/lab.md``, and its records in ``docs/reference/lab-*-runs.json``. They live outside
+the ``arew`` package because they write the repository's files (and the configuration reference reads every
+installed task package); the tests check that the pages match what they would write.
 """

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from arew.markdown_blocks import BlockError, replace_block
+from arew.reporting.markdown_blocks import BlockError, replace_block
 from arew.reporting.panels import NEEDS_WORDS, ROLLOUT_TABLES, SECTIONS
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "dashboards.md"
-BLOCK = "panels"  # the page's <!-- panels:start --> ... <!-- panels:end --> (arew.markdown_blocks)
+BLOCK = "panels"  # the page's <!-- panels:start --> ... <!-- panels:end --> (arew.reporting.markdown_blocks)
 
 
 def panel_lines() -> str:

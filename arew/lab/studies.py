@@ -19,7 +19,7 @@ Adding a study is one entry in ``STUDIES``::
 
 then ``arew lab --study my-study``, and (for the README) a ``<!-- lab:study:my-study:start -->``
 / ``<!-- lab:study:my-study:end -->`` pair in ``docs/reference/lab-results.md`` and
-``python -m arew.lab.publish <out>/my-study``.
+``python -m docgen.lab_publish <out>/my-study``.
 """
 
 from __future__ import annotations

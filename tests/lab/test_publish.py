@@ -1,4 +1,4 @@
-"""``python -m arew.lab.publish``: the marked README blocks, and nothing else, come from a run."""
+"""``python -m docgen.lab_publish``: the marked README blocks, and nothing else, come from a run."""
 
 import json
 from dataclasses import asdict, replace
@@ -6,7 +6,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from arew.lab.config import LabConfig
-from arew.lab.publish import TARGETS, PublishError, main, publish, runs_record, summary_table
+from docgen.lab_publish import TARGETS, PublishError, main, publish, runs_record, summary_table
 
 RESULTS = (
     "| variant | reward [95% CI] | reward − vanilla [95% CI] | AS proxy | BT proxy | C_BT | BT follow | I_AS (nats) "
@@ -134,8 +134,8 @@ def _vendor_run(tmp_path, name, vendor, shift):
 
 
 def test_the_second_vendor_table_gives_each_readings_verdict_on_both_vendors(tmp_path, monkeypatch):
-    from arew.lab import publish as publishing
     from arew.lab.compare import READINGS
+    from docgen import lab_publish as publishing
 
     amd, intel = _vendor_run(tmp_path, "amd", "AuthenticAMD", 0.0), _vendor_run(tmp_path, "intel", "GenuineIntel", 0.01)
     record, second, page = tmp_path / "record.json", tmp_path / "second.json", tmp_path / "results.md"

@@ -1,7 +1,7 @@
 """What is true of the lab's arithmetic, checked: within a processor vendor a run's numbers do not depend on the
 machine (workers run with every library pinned to AVX2), so a fresh run reproduces the one recorded on its vendor
 exactly (docs/reference/lab-reproduction-runs.json, one per vendor, and the default run's record
-docs/reference/lab-default-runs.json, both written by ``python -m arew.lab.publish``). Between Intel and AMD the
+docs/reference/lab-default-runs.json, both written by ``python -m docgen.lab_publish``). Between Intel and AMD the
 runs part (arew.lab.reproducibility), so the published conclusions rest on intervals over the default run's ten
 seeds (arew.lab.report.bootstrap_interval), and the last test holds the published table to the recorded seeds."""
 
@@ -11,9 +11,13 @@ import math
 import numpy as np
 import pytest
 
-from arew.lab.config import LabConfig, parse_variant
 from arew.lab.compare import record_vendor, vendor_table
-from arew.lab.publish import (
+from arew.lab.config import LabConfig, parse_variant
+from arew.lab.report import bootstrap_interval
+from arew.lab.reproducibility import PINNED_ENVIRONMENT, cpu_vendor, is_pinned, pinned_environment
+from arew.lab.runner import run_key
+from arew.lab.train import FINAL_COLUMNS
+from docgen.lab_publish import (
     REPO,
     REPRODUCTION_RECORD,
     REPRODUCTION_RUN,
@@ -22,10 +26,6 @@ from arew.lab.publish import (
     reproduction_reference,
     reproduction_run,
 )
-from arew.lab.report import bootstrap_interval
-from arew.lab.reproducibility import PINNED_ENVIRONMENT, cpu_vendor, is_pinned, pinned_environment
-from arew.lab.runner import run_key
-from arew.lab.train import FINAL_COLUMNS
 
 RECORD = json.loads(RUNS_RECORD.read_text())
 LAB_RESULTS = REPO / "docs" / "reference" / "lab-results.md"

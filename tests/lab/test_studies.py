@@ -10,13 +10,13 @@ import torch
 from arew.cli import build_parser
 from arew.core import AReWConfigError
 from arew.lab.config import DEFAULT_VARIANTS, QUICK, LabConfig, parse_variant, with_overrides
-from arew.lab.publish import TARGETS as README_TARGETS
-from arew.lab.publish import PublishError, main, publish
 from arew.lab.report import final_ratio, summarise
 from arew.lab.rollout import Rollout
 from arew.lab.runner import run_key, training_sources
 from arew.lab.studies import STUDIES, Study, arm
 from arew.lab.train import RunResult, advantage_stage
+from docgen.lab_publish import TARGETS as README_TARGETS
+from docgen.lab_publish import PublishError, main, publish
 
 # two trajectories of 3 turns (AS at even positions, BT at odd ones): 5 positives, 4 negatives
 LABELS = torch.tensor([[1, -1, -1, 0, 1, 1], [-1, 1, 1, -1, 0, 0]])
@@ -223,8 +223,10 @@ def test_a_cached_run_is_reused_only_by_the_code_that_computed_it(monkeypatch):
     # the trainer, the method's core, the policy and the task it trains on, lazy imports included
     assert {"arew.lab.train", "arew.core.reweight", "arew.lab.agent", "arew_preference.env"} <= set(sources)
     assert sources["arew_preference.env"].endswith("arew_preference/env.py")
-    # the output writers and the command line do not change a run
-    assert not {"arew.lab.report", "arew.lab.publish", "arew.lab.runner", "arew.lab.compare", "arew.cli"} & set(sources)
+    # the output writers (the lab's report, the docs' marked blocks and their publisher) and the command line do not
+    # change a run
+    writers = {"arew.lab.report", "arew.reporting.markdown_blocks", "docgen.lab_publish", "arew.lab.runner", "arew.lab.compare"}
+    assert not (writers | {"arew.cli"}) & set(sources)
     config, variant = LabConfig(), parse_variant("ppo-as")
     key = run_key(config, variant, 0)
     monkeypatch.setattr("arew.lab.runner.source_fingerprint", lambda: "another version of the code")

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from arew.markdown_blocks import BlockError, markers
 from arew.reporting import panels
+from arew.reporting.markdown_blocks import BlockError, markers
 from docgen import panel_docs
 
 

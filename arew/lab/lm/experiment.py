@@ -266,7 +266,7 @@ def main(args: argparse.Namespace) -> None:
     page = Path(args.publish) if args.publish else None
     if page is not None:
         from arew.lab.lm.report import PUBLISHED_BLOCKS
-        from arew.markdown_blocks import BlockError, replace_block
+        from arew.reporting.markdown_blocks import BlockError, replace_block
 
         try:  # before hours of training: the page must take every block
             for name in PUBLISHED_BLOCKS:

@@ -179,11 +179,11 @@ PUBLISHED_CURVES = "lm-lab-curves.png"
 
 
 def publish(out: Path, page: Path, command: str) -> None:
-    """Write the outputs' tables into ``page``'s blocks (:data:`PUBLISHED_BLOCKS`, see :mod:`arew.markdown_blocks`) and
+    """Write the outputs' tables into ``page``'s blocks (:data:`PUBLISHED_BLOCKS`, see :mod:`arew.reporting.markdown_blocks`) and
     the curves next to it (:data:`PUBLISHED_CURVES`); ``command`` is the one that made them."""
     import shutil
 
-    from arew.markdown_blocks import replace_block
+    from arew.reporting.markdown_blocks import replace_block
 
     contents = {
         "lm-lab-command": f"```bash\n{command}\n```\n",

@@ -1,8 +1,8 @@
-"""``python -m arew.lab.publish RUN_DIR``: write an ``arew lab`` run's tables into the docs pages.
+"""``python -m docgen.lab_publish RUN_DIR``: write an ``arew lab`` run's tables into the docs pages.
 
 The published lab numbers are generated, never typed: each docs page holds its table between
-two markers (:mod:`arew.markdown_blocks`), and this command replaces exactly the text between them with the run's
-``results.md`` (nothing else in the file changes)::
+two markers (:mod:`arew.reporting.markdown_blocks`), and this command replaces exactly the text between
+them with the run's ``results.md`` (nothing else in the file changes)::
 
     <!-- lab:default:start -->          docs/reference/lab-results.md: results.md as `arew lab` prints it
     <!-- lab:default:end -->
@@ -17,12 +17,12 @@ folders (``--study all``) publishes each of them.
 The default run's publication also writes ``docs/reference/lab-default-runs.json``: each run's
 held-out numbers and the arithmetic it ran with (:mod:`arew.lab.reproducibility`), which
 tests/lab/test_reproducibility.py reproduces with a fresh run. Intel and AMD processors compute the lab's runs
-differently (:mod:`arew.lab.reproducibility`), so ``python -m arew.lab.publish --reproduction`` trains the run that
+differently (:mod:`arew.lab.reproducibility`), so ``python -m docgen.lab_publish --reproduction`` trains the run that
 test retrains (:data:`REPRODUCTION_RUN`) on this machine and records its numbers under this CPU's vendor in
 ``docs/reference/lab-reproduction-runs.json``; the test compares with that vendor's entry, and with the default
 run's own record (its runs name the vendor they ran on) for a vendor without one.
 
-``python -m arew.lab.publish --second-vendor RUN_DIR`` takes a default run made on the other vendor: it writes its
+``python -m docgen.lab_publish --second-vendor RUN_DIR`` takes a default run made on the other vendor: it writes its
 record to ``docs/reference/lab-second-vendor-runs.json`` and, between ``<!-- lab:vendors:start -->`` and
 ``<!-- lab:vendors:end -->`` of docs/reference/lab-results.md, every difference the readings draw
 (:data:`arew.lab.compare.READINGS`) on both vendors with its interval and whether the verdicts agree.
@@ -31,6 +31,9 @@ A target file without a complete block is an error (so a marker edited away cann
 tables drift silently), and so is a run whose ``config.json`` is not the default study, or
 not the study's definition in ``arew.lab.studies`` with the lab's defaults
 (``--any-config`` publishes it anyway).
+
+Run it from the repository root. It lives outside the ``arew`` package, beside the other doc writers, because it
+writes the repository's own pages and records; the lab itself (``arew lab``, :mod:`arew.lab`) does not import it.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from arew.lab.config import LabConfig
-from arew.markdown_blocks import BlockError, has_block, markers, replace_block
+from arew.reporting.markdown_blocks import BlockError, has_block, markers, replace_block
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TARGETS = (REPO / "docs" / "reference" / "lab-results.md", REPO / "docs" / "guides" / "lab.md")
 STUDY_TARGETS = TARGETS[:1]
 RUNS_RECORD = REPO / "docs" / "reference" / "lab-default-runs.json"
@@ -90,7 +93,7 @@ def summary_table(results_md: str) -> str:
 
 
 def blocks_for(results_md: str) -> dict[str, str]:
-    """The default run's blocks (:mod:`arew.markdown_blocks` names) and their contents."""
+    """The default run's blocks (:mod:`arew.reporting.markdown_blocks` names) and their contents."""
     return {"lab:default": results_md, "lab:default-summary": summary_table(results_md)}
 
 
@@ -259,7 +262,7 @@ def publish(run: Path, targets: tuple[Path, ...] | None = None, any_config: bool
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m arew.lab.publish", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m docgen.lab_publish", description=__doc__.splitlines()[0])
     parser.add_argument(
         "run",
         type=Path,
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             written = publish_second_vendor(args.run, args.target[0] if args.target else None)
         except PublishError as error:
-            raise SystemExit(f"arew.lab.publish: {error}") from None
+            raise SystemExit(f"docgen.lab_publish: {error}") from None
         print("published " + ", ".join(str(path) for path in written))
         return
     try:
@@ -303,7 +306,7 @@ def main(argv: list[str] | None = None) -> None:
                 check_study(run) if study_of(run) else check_default(run)
         written = [(run, publish(run, tuple(args.target) if args.target else None, args.any_config)) for run in runs]
     except PublishError as error:
-        raise SystemExit(f"arew.lab.publish: {error}") from None
+        raise SystemExit(f"docgen.lab_publish: {error}") from None
     for run, paths in written:
         for path in paths:
             print(f"published {run / 'results.md'} into {path}")

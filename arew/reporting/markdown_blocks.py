@@ -1,10 +1,11 @@
 """Generated blocks of a Markdown file: the lines between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``.
 
-The published lab tables (:mod:`arew.lab.publish`), the dashboard's panel list
-(:mod:`docgen.panel_docs`) and the benchmarks' README tables are written, never typed, into
-such blocks; this is the one rule for finding and replacing one, shared by all of them. Each marker
-stands on its own line (a marker quoted inside a line is text), and a file without exactly one
-complete block is an error, so a marker edited away cannot make a table drift silently.
+The published lab tables (:mod:`docgen.lab_publish`), the dashboard's panel list
+(:mod:`docgen.panel_docs`), the benchmarks' README tables and the tables ``arew lm-lab --publish PAGE``
+writes into a page are written, never typed, into such blocks; this is the one rule for finding and
+replacing one, shared by all of them. Each marker stands on its own line (a marker quoted inside a
+line is text), and a file without exactly one complete block is an error, so a marker edited away
+cannot make a table drift silently.
 """
 
 from __future__ import annotations
