@@ -4,7 +4,8 @@
 
 Plays every message of the phrase battery (:mod:`arew_tau2.customer.battery`: plain, indirect and polite requests,
 lists, a misspelled word, long explanations, negations, sarcasm, actions the phone does not have, other
-languages, statements that ask for nothing) through :func:`arew_tau2.customer.reading.requests` and counts a
+languages, statements that ask for nothing, questions about the phone's state, a statement and a request, quoted
+speech, hedged requests, sequenced steps, British and American wording, noise, contractions) through :func:`arew_tau2.customer.reading.requests` and counts a
 misreading when the (kind, feature) pairs it reads differ from what the battery says the message asks for.
 Per category: messages, misreadings and their rate, and how many misreadings are *paid*: a statement (a message
 that asks for nothing) read as a request, which the customer carries out and the critiques may credit. ``--show``
@@ -19,7 +20,7 @@ import argparse
 import time
 from pathlib import Path
 
-from arew.markdown_blocks import replace_block
+from arew.reporting.markdown_blocks import replace_block
 from arew_tau2.customer.battery import BATTERY, battery_size
 from arew_tau2.customer.reading import requests
 

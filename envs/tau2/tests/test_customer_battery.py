@@ -8,18 +8,22 @@ import pytest
 from arew_tau2.customer.battery import BATTERY
 from arew_tau2.customer.reading import normalise, requests
 
-# read otherwise than the battery says, knowingly: a rhetorical question about a repair reads as asking for its state;
-# of the messages written after the rules, a suggestion as a noun phrase and a two-letter misspelling;
-# of the third wave, sarcasm with "as if", an unknown action on a known feature, and a tool name quoted as a
-# statement without "the tool" (the second wave's two unknown reports and the third's "it might be worth ..." were
-# fixed after they were measured, and so was the second's lettered list)
+# read otherwise than the battery says, knowingly: the fifth wave's misreadings, as they read when it was measured
+# (the four waves before it read as the battery says since the rules written after the fourth): a suggestion as a
+# noun phrase without a frame the reader knows ("the quickest fix would be a restart", "give your handset a
+# restart"), "get X switched on", a verbless list in parenthesised numbers, "keep X on" read as turning it on,
+# sarcasm with "because that worked so well", a quoted line of a FAQ acted on, an arrow for "turn to" and "wouldn't
+# hurt to"
 KNOWN_MISREADINGS = {
-    "Yeah, toggling airplane mode is the magic cure for all problems, right?",
-    "What I'd suggest is restarting your phone.",
-    "Please reebot your phone.",
-    "Right, as if resetting the APN ever helped anyone.",
-    "Could you update the roaming firmware?",
-    "The reset_apn_settings tool exists for cases like this.",
+    "The quickest fix would be a restart of your phone.",
+    "Let's go ahead and get Wi-Fi calling switched on.",
+    "Okay, three things, in order: (1) airplane mode off, (2) restart, (3) speed test.",
+    "Please keep mobile data on and don't touch roaming.",
+    "Sure, let's just restart it again, because that worked so well the last five times.",
+    'The FAQ line "turn off Wi-Fi calling if calls drop" doesn\'t apply to you.',
+    "Give your handset a restart, would you?",
+    "AIRPLANE MODE \u2192 OFF",
+    "Wouldn't hurt to toggle Wi-Fi off and on.",
 }
 
 
@@ -27,6 +31,12 @@ KNOWN_MISREADINGS = {
 def test_the_battery_is_read_as_a_careful_person_reads_it(category):
     wrong = [(message, expected, requests(message)) for message, expected in BATTERY[category] if tuple(requests(message)) != expected]
     assert {message for message, _, _ in wrong} <= KNOWN_MISREADINGS, wrong
+
+
+def test_the_known_misreadings_are_still_misread():
+    battery = dict(entry for entries in BATTERY.values() for entry in entries)
+    assert KNOWN_MISREADINGS <= set(battery)
+    assert [message for message in KNOWN_MISREADINGS if tuple(requests(message)) == battery[message]] == []
 
 
 @pytest.mark.parametrize(
@@ -37,6 +47,10 @@ def test_the_battery_is_read_as_a_careful_person_reads_it(category):
         ("unable to send, the date is wrong, spend less", "unable to send, the date is wrong, spend less"),  # real words
         ("it is enabled, checked, resetting, turns", "it is enabled, checked, resetting, turns"),  # the reader's own forms
         ("disconnect any active vpn", "disconnect any active vpn"),
+        ("plz rebot, then chcek the stauts bar", "please reboot, then check the status bar"),  # chat spelling, moved letters
+        ("please reebot and swtihc it off", "please reboot and switch it off"),  # a doubled letter moved, two swaps
+        ("it states the content of the report", "it states the content of the report"),  # real words two edits away
+        ("the toggle_roaming tool", "the roaming tool"),  # a tool's name: its feature, not its verb
     ],
 )
 def test_a_misspelled_word_is_read_as_the_word_and_real_words_are_left_alone(text, read):
