@@ -326,11 +326,17 @@ def parameters_of(model_path: str) -> float | None:
     return MODEL_PARAMETERS.get(Path(model_path.rstrip("/")).name)
 
 
+def user_service(config) -> ServiceSettings | None:
+    """The user service's settings of a task with a simulated LLM user; None for a task without one."""
+    if llm_user_options(config.arew_agent.env_options) is None:
+        return None
+    return ServiceSettings.from_config(config.get(USER_SERVICE_SECTION))
+
+
 def service_gpus(config) -> int:
     """The GPUs AReW's Ray service reserves for a task with a simulated LLM user (replicas x tensor parallelism)."""
-    if llm_user_options(config.arew_agent.env_options) is None:
-        return 0
-    return ServiceSettings.from_config(config.get(USER_SERVICE_SECTION)).gpus
+    service = user_service(config)
+    return 0 if service is None else service.gpus
 
 
 @cache
@@ -362,9 +368,10 @@ def compose_recipe(overrides: Sequence[str]) -> tuple[DictConfig, dict[str, str]
 def default_user_server(config) -> UserServer:
     """Without ``--user-server``: the Ray service when the configuration asks for it, else the server the task's
     environment options point at, if they ask for an LLM user."""
-    if llm_user_options(config.arew_agent.env_options) is None:
+    service = user_service(config)
+    if service is None:
         return UserServer("none")
-    return UserServer("ray" if ServiceSettings.from_config(config.get(USER_SERVICE_SECTION)).mode == "ray" else "external")
+    return UserServer("ray" if service.mode == "ray" else "external")
 
 
 def resource_table(runs: Sequence[DryRun]) -> str:
