@@ -1,10 +1,12 @@
-"""``arew lm-lab``'s whole chain at toy size, through verl's real ``main_ppo``: two warm starts built (3 SFT steps
-each), calibrated (2 validation episodes each), one GRPO as+bt run of 2 steps from the locked one with W&B
-offline, the outputs, and a rerun that resumes instead of training again. About 2 minutes on 2 cores."""
+"""``arew lm-lab``'s whole chain at toy size, through verl's real ``main_ppo``: two warm starts built (the competent one
+3 SFT steps from random weights, the locked one 2 more from it), calibrated (2 validation episodes each), one GRPO
+as+bt run of 2 steps from the locked one with W&B offline, the outputs, and a rerun that resumes instead of training
+again. About 2 minutes on 2 cores."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -15,8 +17,9 @@ from arew.verl_plugin.smoke import SmokeRun
 
 pytestmark = pytest.mark.e2e
 
+TOY_COMPETENT = WarmStart(inform=1.0, update=1.0, episodes=4, sft_steps=3, batch_size=2, hidden_size=64, layers=1, heads=1, vocab_size=400)
 TOY = LMLab(
-    warm_start=WarmStart(episodes=4, sft_steps=3, batch_size=2, hidden_size=64, layers=1, heads=1, vocab_size=400),
+    warm_start=replace(TOY_COMPETENT, inform=0.2, update=0.2, sft_steps=2, base=TOY_COMPETENT),
     variants=("as_bt",), seeds=(0,), steps=2, prompts_per_step=2, rollouts_per_prompt=2,
     max_tokens_per_turn=16, response_length=512, calibration_episodes=2, rollout="hf",
 )  # fmt: skip

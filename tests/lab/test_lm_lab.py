@@ -39,6 +39,14 @@ def test_the_warm_start_hash_covers_its_settings_and_bad_settings_name_their_key
     for key, value in (("inform", 1.2), ("heads", 3), ("sft_steps", 0)):
         with pytest.raises(ValueError, match="hidden_size" if key == "heads" else key):
             replace(WarmStart(), **{key: value})
+    base = WarmStart(inform=1.0, update=1.0)
+    locked = replace(WarmStart(), base=base)
+    assert locked.key() != WarmStart().key() != replace(locked, base=replace(base, sft_steps=10)).key()  # the base's settings count
+    assert locked.name == "pe-g-s2-inform1-update1-then-inform0.2-update0.2"
+    with pytest.raises(ValueError, match="hidden_size: 64 differs from its base's 128"):
+        replace(locked, hidden_size=64)
+    with pytest.raises(ValueError, match="warm_start"):
+        LMLab(warm_start=WarmStart())  # the locked policy must be a fine-tune of a competent build
 
 
 def test_runs_train_on_the_rules_critiques_with_their_own_seeds():
@@ -140,9 +148,13 @@ def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_shor
 
     messages = [
         {"role": "user", "content": "Turn 1 of 10: ask."},
-        {"role": "assistant", "content": "<scratch>1 vs 2: + = -</scratch><interact>1, 2 | 1, 3</interact>"},
+        {"role": "assistant", "content": "<scratch>Movie 1: 3, 2, 1\nMovie 2: 2, 2, 4\nSign: 1+, 2=, 3-</scratch><interact>1, 2 | 1, 3</interact>"},
         {"role": "user", "content": "User: Yes."},
         {"role": "assistant", "content": "<scratch>yes: 1 up 3 down</scratch><interact>0.6, 0.5, 0.4</interact>"},
+        {"role": "user", "content": "Turn 2 of 10: ask."},
+        {"role": "assistant", "content": "<scratch>Movie 2: 2, 2, 4\nMovie 3: 3, 1, 4\nSign: 1-, 2+, 3=</scratch><interact>2, 3 | 2, 1</interact>"},
+        {"role": "user", "content": "User: No."},
+        {"role": "assistant", "content": "<scratch>no: 1 up 2 down</scratch><interact>0.7, 0.4, 0.4</interact>"},
     ]
     tokenizer = build_chat_tokenizer([m["content"] for m in messages])
     categories = token_categories(tokenizer, messages)
@@ -150,9 +162,11 @@ def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_shor
     assert len(categories) == len(ids)
     text = {name: tokenizer.decode([t for t, c in zip(ids, categories) if c == name]).replace(" ", "") for name in set(categories) - {None}}
     # a token across a span's edge ("-</") counts in the span it starts in
-    assert text["pair"] == "1vs2" and text["signs"].startswith(":+=-") and text["question"].startswith("1,2|1,3")
-    assert text["yesno"] == "yes" and text["named"].startswith(":1up3down") and text["estimate"].startswith("0.6,0.5,0.4")
+    assert text["rows"].startswith("Movie1:3,2,1\nMovie2:2,2,4Movie2:") and text["signs"].startswith("\nSign:1+,2=,3-")
+    assert text["question"].startswith("1,2|1,3")
+    # the first update's answer word apart from the later ones (which have earlier answers as distractors)
+    assert text["yesno_first"] == "yes" and text["yesno"] == "no" and text["named"].startswith(":1up3down") and text["estimate"].startswith("0.6,0.5,0.4")
     assert {c for c, label in zip(categories, labels) if label == IGNORE} <= {None}  # only the assistant's tokens are named
     rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--out", str(tmp_path)])
-    assert [row["step"] for row in rows] == [1, 2] and {"signs", "yesno", "estimate"} <= set(rows[-1])
+    assert [row["step"] for row in rows] == [1, 2] and {"signs", "yesno", "yesno_first", "estimate"} <= set(rows[-1])
     assert (tmp_path / "token_losses.jsonl").read_text().count("\n") == 2

@@ -2,9 +2,10 @@
 
 The chain, each stage cached or resumed so that a rerun of the same command finishes what is missing:
 
-1. the warm starts (:mod:`arew.lab.lm.warm_start`): the *locked* policy the experiment trains, and a
-   *competent* one built the same way on competent transcripts, meant to show that the task is learnable at
-   this model size (docs/guides/lm-lab.md: in the published run it does not);
+1. the warm starts (:mod:`arew.lab.lm.warm_start`): a *competent* one, fine-tuned from random weights on
+   competent transcripts, which shows whether the task is learnable at this model size, and the *locked* policy
+   the experiment trains: the competent build fine-tuned further on locked transcripts, so that the skill is in
+   its weights and its habits rarely use it;
 2. calibration (:mod:`arew.lab.lm.calibration`): both played on the validation episodes before any RL;
 3. the arms: for every algorithm, variant and seed, the recipe a GPU user runs (``task``, ``algo``,
    ``variant`` on ``arew/configs/recipe.yaml``) through :func:`arew.verl_plugin.smoke.run` on the CPU backend
@@ -27,12 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arew.configs import CPU_ROLLOUT_BACKENDS, group_options
-from arew.lab.lm.warm_start import WarmStart
+from arew.lab.lm.warm_start import SFT_TRAINERS, WarmStart
 
 if TYPE_CHECKING:  # the plugin imports verl (seconds): the command line builds its parser without it
     from arew.verl_plugin.smoke import SmokeRun
 
-LOCKED = WarmStart()
+COMPETENT = WarmStart(inform=1.0, update=1.0)
+LOCKED = WarmStart(inform=0.2, update=0.2, sft_steps=100, base=COMPETENT)
 OPTIMIZERS = ("SGD", "AdamW")  # torch.optim classes verl's FSDP optimizer config builds
 
 
@@ -63,6 +65,7 @@ class LMLab:
 
     def __post_init__(self) -> None:
         checks = {
+            "warm_start": self.warm_start.base is not None,  # the locked policy is a fine-tune of the competent one
             "algos": bool(self.algos) and set(self.algos) <= set(group_options("algo")),
             "variants": bool(self.variants) and set(self.variants) <= set(group_options("variant")),
             "seeds": bool(self.seeds),
@@ -206,8 +209,7 @@ def run(lab: LMLab, out: Path, model: Path | None = None, *, wandb: bool = False
     calibration = {}
     if model is None:
         cache = out / "models"
-        competent = replace(lab.warm_start, inform=1.0, update=1.0)  # the same build on competent transcripts
-        models = {"locked": build(lab.warm_start, cache, log), "competent": build(competent, cache, log)}
+        models = {"locked": build(lab.warm_start, cache, log), "competent": build(lab.warm_start.base, cache, log)}
         if lab.calibration_episodes:
             calibration = calibrate_warm_starts(lab, out, models, log)
         model = models["locked"]
@@ -231,8 +233,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rollout", default=defaults.rollout, choices=sorted(CPU_ROLLOUT_BACKENDS), help="rollout engine (default vllm: its steps are faster from the third on; hf starts faster: see the docs)")
     parser.add_argument("--inform", type=float, default=LOCKED.inform, help="the locked warm start's share of informative questions")
     parser.add_argument("--update", type=float, default=LOCKED.update, help="the locked warm start's share of real belief updates")
-    parser.add_argument("--sft-steps", type=int, default=LOCKED.sft_steps, help="SFT steps of each warm start")
+    parser.add_argument("--sft-steps", type=int, default=COMPETENT.sft_steps, help="SFT steps of the competent warm start, from random weights")
+    parser.add_argument("--lock-steps", type=int, default=LOCKED.sft_steps, help="SFT steps that turn the competent warm start into the locked one")
     parser.add_argument("--sft-episodes", type=int, default=LOCKED.episodes, help="scripted transcripts of each warm start")
+    parser.add_argument("--sft-trainer", default=COMPETENT.sft_trainer, choices=SFT_TRAINERS,
+                        help="lab: the lab's own SFT loop (default); verl: verl's SFT trainer on the CPU backend (slower a step)")  # fmt: skip
     parser.add_argument("--calibration-episodes", type=int, default=defaults.calibration_episodes, help="validation episodes per warm start (0: skip)")
     parser.add_argument("--model", default=None, help="train this Hugging Face model folder instead of the warm start (no build, no calibration)")
     parser.add_argument("--wandb", action="store_true", help="also log each run to W&B, offline (wandb sync uploads it later)")
@@ -254,7 +259,9 @@ def command_line(args: argparse.Namespace) -> str:
 
 def main(args: argparse.Namespace) -> None:
     try:
-        warm_start = replace(LOCKED, inform=args.inform, update=args.update, sft_steps=args.sft_steps, episodes=args.sft_episodes)
+        competent = replace(COMPETENT, sft_steps=args.sft_steps, episodes=args.sft_episodes, sft_trainer=args.sft_trainer)
+        warm_start = replace(LOCKED, inform=args.inform, update=args.update, sft_steps=args.lock_steps, episodes=args.sft_episodes,
+                             sft_trainer=args.sft_trainer, base=competent)  # fmt: skip
         lab = LMLab(
             warm_start=warm_start, algos=tuple(filter(None, args.algos.split(","))), variants=tuple(filter(None, args.variants.split(","))),
             seeds=tuple(range(args.seeds)), steps=args.steps, prompts_per_step=args.prompts_per_step,

@@ -6,15 +6,19 @@ Fine-tunes the warm-start model (:mod:`arew.lab.lm.warm_start`, the competent pl
 and, every ``--every`` steps, measures the mean loss in nats on 24 held-out transcripts (``--held-out``), per category of the
 assistant's tokens:
 
-- ``pair``: the scheduled movie pair of a question's scratch (``3 vs 4``), read from the turn number;
-- ``signs``: the signs of the pair's score differences (``+ - = ...``): a lookup of two rows of the table;
+- ``rows``: the scheduled pair's two lines of the score table, copied into a question's scratch (the movie
+  numbers read from the turn number, the scores copied from the table);
+- ``signs``: the sign line (``Sign: 1=, 2+, ...``): each sign compares the two copied scores above it;
 - ``question``: the question's payload (movies and the first ``+`` and ``-`` attribute);
-- ``yesno``: the first word of an update's scratch, a copy of the user's answer just before it;
+- ``yesno``: the first word of an update's scratch, a copy of the user's answer just before it, from the
+  second update on (every earlier turn's answer is a distractor of the same form); ``yesno_first`` the same
+  word in the first update, the one with no earlier answer in the context;
 - ``named``: the rest of that scratch (``2 up 3 down``), a copy of the question's attributes;
 - ``estimate``: the update's numbers (the previous estimate, two of them moved by 0.1);
 - ``other``: every other assistant token (tags, the locked forms).
 
-A category at its base rate (``signs`` near 0.92 nats, ``yesno`` near log 2) has not been learnt: the model
+A category at its base rate (``signs`` near 0.5 nats: a third of its tokens are the sign, at -log 0.4 or
+-log 0.2, the rest the attribute numbers; ``yesno`` near log 2) has not been learnt: the model
 writes the format without the lookup. Prints one JSON line per measurement and writes them to
 ``<out>/token_losses.jsonl``. docs/guides/lm-lab.md reports what it measured.
 """
@@ -32,22 +36,22 @@ from arew.lab.lm.warm_start import IGNORE, WarmStart, encode, fine_tune, transcr
 
 HELD_OUT_EPISODES = 24
 HELD_OUT_SEED = 5  # the held-out transcripts' seed: rows apart from the training transcripts'
-_SCRATCH = re.compile(r"<scratch>(.*?)</scratch>")
+_SCRATCH = re.compile(r"<scratch>(.*?)</scratch>", re.DOTALL)
 _INTERACT = re.compile(r"<interact>(.*?)</interact>")
 
 
-def _spans(content: str) -> list[tuple[int, int, str]]:
-    """(start, end, category) of the character spans of one assistant message."""
+def _spans(content: str, first_update: bool) -> list[tuple[int, int, str]]:
+    """(start, end, category) of the character spans of one assistant message; ``first_update``: no update came before it."""
     scratch, interact = _SCRATCH.search(content), _INTERACT.search(content)
     spans = []
-    if scratch and " vs " in scratch.group(1) and ":" in scratch.group(1):
-        colon = scratch.start(1) + scratch.group(1).index(":")
-        spans += [(scratch.start(1), colon, "pair"), (colon, scratch.end(1), "signs")]
+    if scratch and scratch.group(1).startswith("Movie ") and "\nSign:" in scratch.group(1):
+        sign = scratch.start(1) + scratch.group(1).index("\nSign:")
+        spans += [(scratch.start(1), sign, "rows"), (sign, scratch.end(1), "signs")]
         if interact:
             spans.append((interact.start(1), interact.end(1), "question"))
     elif scratch and scratch.group(1).split(":")[0] in ("yes", "no"):
         word_end = scratch.start(1) + len(scratch.group(1).split(":")[0])
-        spans += [(scratch.start(1), word_end, "yesno"), (word_end, scratch.end(1), "named")]
+        spans += [(scratch.start(1), word_end, "yesno_first" if first_update else "yesno"), (word_end, scratch.end(1), "named")]
         if interact:
             spans.append((interact.start(1), interact.end(1), "estimate"))
     return spans
@@ -56,12 +60,16 @@ def _spans(content: str) -> list[tuple[int, int, str]]:
 def token_categories(tokenizer, messages: list[dict[str, str]]) -> list[str | None]:
     """The category of each token :func:`arew.lab.lm.warm_start.encode` gives (None: not the assistant's)."""
     categories: list[str | None] = []
+    updates = 0  # assistant messages seen that answer a question round (every other one)
     for message in messages:
         head = tokenizer(f"<|im_start|>{message['role']}\n", add_special_tokens=False).input_ids
         body = tokenizer(f"{message['content']}<|im_end|>", add_special_tokens=False, return_offsets_mapping=True)
         tail = tokenizer("\n", add_special_tokens=False).input_ids
         categories += [None] * len(head)
-        spans = _spans(message["content"]) if message["role"] == "assistant" else []
+        spans = []
+        if message["role"] == "assistant":
+            spans = _spans(message["content"], first_update=updates == 0)
+            updates += any(name.startswith("yesno") for _, _, name in spans)
         for start, end in body.offset_mapping:
             if message["role"] != "assistant":
                 categories.append(None)

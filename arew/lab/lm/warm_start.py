@@ -7,9 +7,16 @@ uses. A byte-level BPE tokenizer is trained on those transcripts, a Qwen2 with r
 over it (:func:`arew.engines.tiny_models.build_tiny_model`, head size 64, which vLLM's CPU attention
 supports) and trained by supervised fine-tuning on the assistant turns only.
 
-The SFT loop is this module's own: a few hundred steps of next-token loss in one process, with the tokenizer
-loaded from the model folder exactly as verl loads it. verl's own SFT trainer (``torchrun``, an FSDP process
-group) has not been run on the CPU backend for this yet (docs/guides/lm-lab.md says so).
+A warm start can instead start from another one, its ``base``: the lab's *locked* policy is the *competent*
+build fine-tuned further on locked transcripts, as an instruct model that could do the task has settled into
+habits that do not (the paper's premise): the skill is in the weights, the policy rarely uses it. The base's
+tokenizer and architecture carry over.
+
+Two SFT trainers with the same schedule, and at seed 0 the same batches (``sft_trainer``): ``lab``, this module's own loop (a few hundred
+steps of next-token loss in one process, with the tokenizer loaded from the model folder exactly as verl loads it;
+what the token-loss probe hooks into), and ``verl``, verl's own SFT trainer on the CPU backend
+(:mod:`arew.verl_plugin.sft`: ``torchrun``, an FSDP2 process group on gloo), about a quarter slower a step and
+16 s to start. Their first steps' losses agree to three decimals (docs/guides/lm-lab.md).
 
 Every build is cached under ``<cache>/<name>-<hash>``: the hash covers the :class:`WarmStart` settings, the
 source of this module, of the player and of the task's prompts, and the torch and transformers versions,
@@ -30,6 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+SFT_TRAINERS = ("lab", "verl")
+ARCHITECTURE = ("task", "vocab_size", "hidden_size", "layers", "heads", "kv_heads")  # what a fine-tune takes from its base
 IGNORE = -100  # the label of a token the loss skips (transformers' convention)
 TRANSCRIPT_SEED = 7919  # the demonstration rows' seed: instances apart from the RL data's (arew prepare's seed 0)
 
@@ -50,8 +59,10 @@ class WarmStart:
     sft_steps: int = 300
     batch_size: int = 8
     learning_rate: float = 3e-3
-    bf16: bool = False  # SFT under bf16 autocast (about 1.5x faster on CPUs with AVX512-BF16)
+    sft_trainer: str = "lab"  # "lab": this module's loop; "verl": verl's own SFT trainer (see the module docstring)
+    bf16: bool = False  # SFT under bf16 autocast (about 1.5x faster on CPUs with AVX512-BF16; 2.4x slower without it)
     seed: int = 0
+    base: WarmStart | None = None  # fine-tune this build instead of a random-weight model (its tokenizer and architecture)
 
     def __post_init__(self) -> None:
         checks = {
@@ -65,14 +76,20 @@ class WarmStart:
             "sft_steps": self.sft_steps >= 1,
             "batch_size": self.batch_size >= 1,
             "learning_rate": self.learning_rate > 0,
+            "sft_trainer": self.sft_trainer in SFT_TRAINERS,
+            "bf16": not (self.bf16 and self.sft_trainer == "verl"),  # verl's CPU run is fp32 (arew.verl_plugin.sft)
         }
         for key, ok in checks.items():
             if not ok:
                 raise ValueError(f"warm start {key}: invalid value {getattr(self, key)!r}")
+        for key in ARCHITECTURE if self.base is not None else ():
+            if getattr(self, key) != getattr(self.base, key):
+                raise ValueError(f"warm start {key}: {getattr(self, key)!r} differs from its base's {getattr(self.base, key)!r} (a fine-tune keeps the base's)")
 
     @property
     def name(self) -> str:
-        return f"{self.task}-inform{self.inform:g}-update{self.update:g}"
+        own = f"inform{self.inform:g}-update{self.update:g}"
+        return f"{self.task}-{own}" if self.base is None else f"{self.base.name}-then-{own}"
 
     def key(self) -> str:
         """The hash of everything that made the model (see the module docstring)."""
@@ -138,6 +155,11 @@ def encode(tokenizer, messages: list[dict[str, str]]) -> tuple[list[int], list[i
     return ids, labels
 
 
+def warmup_steps(config: WarmStart) -> int:
+    """The learning rate's linear warm-up before its cosine decay."""
+    return max(1, config.sft_steps // 20)
+
+
 def fine_tune(model, tokenizer, conversations: list[list[dict[str, str]]], config: WarmStart, on_step=None) -> list[float]:
     """Next-token SFT on the assistant turns; returns the loss of every step. ``on_step(step, model)`` is called
     after each (1-based) step, for probes that follow the training (:mod:`arew.lab.lm.token_losses`)."""
@@ -147,7 +169,7 @@ def fine_tune(model, tokenizer, conversations: list[list[dict[str, str]]], confi
     encoded = [encode(tokenizer, messages) for messages in conversations]
     order = torch.randperm(len(encoded), generator=torch.Generator().manual_seed(config.seed)).tolist()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.01)
-    warmup = max(1, config.sft_steps // 20)
+    warmup = warmup_steps(config)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(step, config.sft_steps) / config.sft_steps))
     )
@@ -171,6 +193,23 @@ def fine_tune(model, tokenizer, conversations: list[list[dict[str, str]]], confi
             on_step(step + 1, model)
     model.eval()
     return losses
+
+
+def verl_fine_tune(model, folder: Path, conversations: list[list[dict[str, str]]], config: WarmStart):
+    """:func:`fine_tune`'s job done by verl's SFT trainer on the model as it stands (saved into ``folder`` beside its
+    tokenizer); returns the losses of every step and the trained model. verl's log, metrics and command stay in
+    ``folder/verl-sft``; its checkpoint, once loaded, does not."""
+    from transformers import AutoModelForCausalLM
+
+    from arew.verl_plugin.sft import run_sft, sft_losses
+
+    model.save_pretrained(folder)
+    run = folder / "verl-sft"
+    trained = run_sft(folder, conversations, run, steps=config.sft_steps, batch_size=config.batch_size,
+                      learning_rate=config.learning_rate, warmup_steps=warmup_steps(config), seed=config.seed)  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(trained)
+    shutil.rmtree(run / "checkpoints")
+    return sft_losses(run), model
 
 
 RECORD = "warm_start.json"
@@ -197,22 +236,38 @@ def untrained_model(config: WarmStart, conversations: list[list[dict[str, str]]]
     return model, AutoTokenizer.from_pretrained(folder)
 
 
+def base_model(base: Path, folder: Path):
+    """The model of the built warm start in ``base`` and its tokenizer, the tokenizer saved in ``folder``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.save_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(base), tokenizer
+
+
 def build(config: WarmStart, cache: str | Path, log=print) -> Path:
-    """The warm-start model's Hugging Face folder, built unless the cache has it; its ``warm_start.json``
-    records the settings, the hash, the scripted players' scores, the SFT losses and the build's seconds."""
+    """The warm-start model's Hugging Face folder, built unless the cache has it (its base first, likewise); its
+    ``warm_start.json`` records the settings, the hash, the scripted players' scores, the SFT losses and the build's
+    seconds (not counting the base's)."""
     from transformers import AutoTokenizer
 
     folder = Path(cache) / f"{config.name}-{config.key()}"
     if (folder / RECORD).is_file():
         return folder
+    base = build(config.base, cache, log) if config.base is not None else None
     started = time.perf_counter()
     conversations, scripted = transcripts(config)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # an interrupted build's
-    model, tokenizer = untrained_model(config, conversations, partial)
+    partial.mkdir(parents=True)
+    model, tokenizer = untrained_model(config, conversations, partial) if base is None else base_model(base, partial)
     log(f"warm start {config.name}: {len(conversations)} transcripts (scripted reward {scripted['reward']:.2f}), "
-        f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {config.sft_steps} SFT steps")  # fmt: skip
-    losses = fine_tune(model, tokenizer, conversations, config)
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {config.sft_steps} SFT steps"
+        + (f" from {base.name}" if base is not None else ""))  # fmt: skip
+    if config.sft_trainer == "verl":
+        losses, model = verl_fine_tune(model, partial, conversations, config)
+    else:
+        losses = fine_tune(model, tokenizer, conversations, config)
     model.save_pretrained(partial)
     record = {"settings": asdict(config), "key": config.key(), "scripted": scripted, "sft_loss_first": losses[0],
               "sft_loss_last": sum(losses[-10:]) / len(losses[-10:]), "seconds": time.perf_counter() - started,

@@ -5,10 +5,18 @@ Every competent step is written so that a small model can learn it from the text
 work shown in the scratch line:
 
 - question round: with probability ``inform`` the *scheduled comparison*: at turn t (from 1) movies t and t+1
-  (the last turn wraps to movie 1), the scratch lists the sign of their score difference on every attribute
-  (``3 vs 4: + - = + - -``) and the question takes the first ``+`` attribute and the first ``-`` one, in that
-  order, so the first attribute favours the first movie; it is informative by construction (a pair that one
-  movie dominates falls back to the locked question). Otherwise the *locked* question
+  (the last turn wraps to movie 1). The scratch copies their two lines of the score table, then a sign line
+  with, for every attribute, its number and the sign of the first movie's score minus the second's::
+
+      Movie 3: 2, 4, 3, 2, 5, 2
+      Movie 4: 2, 2, 3, 3, 1, 1
+      Sign: 1=, 2+, 3=, 4-, 5+, 6+
+
+  Each step is a copy or a comparison of tokens the line above holds at the same place (a table lookup in one
+  step is what a small model did not learn: docs/guides/lm-lab.md). The question takes the first ``+``
+  attribute and the first ``-`` one, in that order, so the first attribute favours the first movie; it is
+  informative by construction (a pair that one movie dominates falls back to the locked question). Otherwise
+  the *locked* question
   :data:`LOCKED_QUESTION`, the same salient comparison every turn (a repeat after its first time: AS -1,
   and no information), with the scratch ``ask``;
 - update round: with probability ``update``, after a scheduled comparison, a real update: after "Yes" the
@@ -27,6 +35,7 @@ import numpy as np
 
 from arew.audit.runner import View
 from arew_preference.env import PreferenceEnv
+from arew_preference.prompts import item_row
 
 LOCKED_QUESTION = (0, 1, (0, 1))  # movies 1 and 2 on attributes 1 and 2 (0-based)
 STEP = 0.1
@@ -37,8 +46,8 @@ def _numbers(w: np.ndarray) -> str:
     return ", ".join(f"{x:.1f}" for x in w)
 
 
-def _signs(difference: np.ndarray) -> str:
-    return " ".join("+" if x > 0 else "-" if x < 0 else "=" for x in difference)
+def _sign_line(difference: np.ndarray) -> str:
+    return "Sign: " + ", ".join(f"{k}{'+' if x > 0 else '-' if x < 0 else '='}" for k, x in enumerate(difference, 1))
 
 
 class KnobPlayer:
@@ -80,7 +89,7 @@ class KnobPlayer:
         if (difference > 0).any() and (difference < 0).any():
             self.asked = (first, second, (int(np.argmax(difference > 0)), int(np.argmax(difference < 0))))
             self.scheduled = True
-        return f"{first + 1} vs {second + 1}: {_signs(difference)}"
+        return "\n".join([item_row(first + 1, env.items[first]), item_row(second + 1, env.items[second]), _sign_line(difference)])
 
     def _update(self, feedback: str) -> str:
         """Move the estimate by the answer to the scheduled comparison; returns the scratch."""

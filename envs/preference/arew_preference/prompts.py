@@ -48,9 +48,14 @@ def system_prompt(n_items: int, attribute_names: Sequence[str], subset_size: int
     )
 
 
+def item_row(number: int, scores: Sequence[int]) -> str:
+    """One line of the score table (``number`` from 1), as the agent sees it."""
+    return f"Movie {number}: " + ", ".join(str(int(s)) for s in scores)
+
+
 def item_table(items: Sequence[Sequence[int]], attribute_names: Sequence[str]) -> str:
     header = "Attributes: " + ", ".join(f"{k} = {name}" for k, name in enumerate(attribute_names, 1))
-    rows = [f"Movie {i}: " + ", ".join(str(int(s)) for s in row) for i, row in enumerate(items, 1)]
+    rows = [item_row(i, row) for i, row in enumerate(items, 1)]
     return header + "\nScores (in attribute order):\n" + "\n".join(rows)
 
 

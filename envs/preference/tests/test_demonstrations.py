@@ -40,8 +40,9 @@ def test_a_competent_player_asks_informative_questions_and_wins_most_episodes():
 
 
 def test_the_scratch_shows_the_work_each_competent_step_needs():
-    """What a small model learns from: the signs of the scheduled pair's score differences, the question built from
-    them (first attribute favours the first movie), and the update naming the weights it moves."""
+    """What a small model learns from: the scheduled pair's lines of the table as the prompt shows them, the sign of
+    each score difference with its attribute's number, the question built from them (first attribute favours the
+    first movie), and the update naming the weights it moves."""
     env, log = asyncio.run(play_scripted("pe-g-s2", KnobPlayer(1.0, 1.0, 0), ROWS[0]))
     questions = [text for channel, text in zip(log.channels, log.texts) if channel == "as"]
     updates = [text for channel, text in zip(log.channels, log.texts) if channel == "bt"]
@@ -49,8 +50,10 @@ def test_the_scratch_shows_the_work_each_competent_step_needs():
     for turn, (question, update, reply) in enumerate(zip(questions, updates, log.replies[::2])):
         first, second = turn % len(env.items), (turn + 1) % len(env.items)
         difference = env.items[first] - env.items[second]
-        signs = " ".join("+" if x > 0 else "-" if x < 0 else "=" for x in difference)
-        assert question.startswith(f"<scratch>{first + 1} vs {second + 1}: {signs}</scratch>")
+        signs = ", ".join(f"{k}{'+' if x > 0 else '-' if x < 0 else '='}" for k, x in enumerate(difference, 1))
+        table = env.initial_messages()[-1]["content"].splitlines()
+        rows = [next(line for line in table if line.startswith(f"Movie {movie + 1}:")) for movie in (first, second)]
+        assert question.startswith(f"<scratch>{rows[0]}\n{rows[1]}\nSign: {signs}</scratch>")
         if (difference > 0).any() and (difference < 0).any():
             up, down = int(np.argmax(difference > 0)), int(np.argmax(difference < 0))
             assert question.endswith(f"<interact>{first + 1}, {second + 1} | {up + 1}, {down + 1}</interact>")
