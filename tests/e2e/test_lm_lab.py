@@ -17,7 +17,7 @@ from arew.verl_plugin.smoke import SmokeRun
 
 pytestmark = pytest.mark.e2e
 
-TOY_COMPETENT = WarmStart(inform=1.0, update=1.0, episodes=4, sft_steps=3, batch_size=2, hidden_size=64, layers=1, heads=1, vocab_size=400)
+TOY_COMPETENT = WarmStart(inform=1.0, update=1.0, episodes=4, sft_steps=3, batch_size=2, hidden_size=64, layers=1, heads=1, kv_heads=1, vocab_size=400)
 TOY = LMLab(
     warm_start=replace(TOY_COMPETENT, inform=0.2, update=0.2, sft_steps=2, base=TOY_COMPETENT),
     variants=("as_bt",), seeds=(0,), steps=2, prompts_per_step=2, rollouts_per_prompt=2,

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
@@ -119,6 +120,22 @@ def test_no_reward_workers_pass_only_with_the_arew_agent_loop_and_no_reward_mode
         validate_arew_setup(cfg)
     cfg.reward.num_workers = 1
     validate_arew_setup(cfg)
+
+
+def test_the_cpu_backends_fsdp_engines_compute_in_fp32(tiny_model_dir, monkeypatch):
+    """verl's FSDP engine casts the parameters to its mixed-precision param dtype and autocasts the forward to it,
+    bf16 when the config has no mixed_precision section, whatever model_dtype and dtype say: the actor, the reference
+    and the critic of a CPU run each carry one that verl reads as fp32."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.torch_dtypes import PrecisionType
+
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose("recipe", overrides=["task=pe-g-s2", "algo=ppo", "+backend=cpu", f"actor_rollout_ref.model.path={tiny_model_dir}"])
+    for engine in (cfg.actor_rollout_ref.actor.fsdp_config, cfg.actor_rollout_ref.ref.fsdp_config, cfg.critic.fsdp):
+        precision = omega_conf_to_dataclass(engine).mixed_precision
+        assert precision is not None
+        assert {PrecisionType.to_dtype(precision.get(key, "bf16")) for key in ("param_dtype", "reduce_dtype", "buffer_dtype")} == {torch.float32}
 
 
 @pytest.mark.parametrize("algo", [*ALGOS, *CREDIT_ALGOS])

@@ -17,7 +17,7 @@ from arew.verl_plugin.sft import LOG, run_sft, sft_losses
 
 pytestmark = pytest.mark.e2e
 
-CONFIG = WarmStart(inform=1.0, update=1.0, episodes=8, hidden_size=64, layers=1, heads=1, vocab_size=400)
+CONFIG = WarmStart(inform=1.0, update=1.0, episodes=8, hidden_size=64, layers=1, heads=1, kv_heads=1, vocab_size=400)
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ class LMLab:
     # sampling temperature of the rollout and the calibration: at 1.0 a small model's long tail writes invalid text
     # that the transcripts never showed, and one invalid turn is followed by more (measured: docs/guides/lm-lab.md)
     temperature: float = 0.7
-    max_tokens_per_turn: int = 56  # the longest scripted turn (a named update) is 48 tokens of the warm start's tokenizer
+    max_tokens_per_turn: int = 96  # the longest scripted turn (a competent question, its scratch the table's two lines) is 87 tokens
     response_length: int = 2048
     rollout: str = "vllm"
     calibration_episodes: int = 16
