@@ -144,7 +144,7 @@ def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_shor
     """The categories docs/guides/lm-lab.md reports (arew.lab.lm.token_losses), on a competent turn pair; then two SFT
     steps of the probe itself on 8 transcripts, measured on one held-out transcript after each (lab tier: about 20 s)."""
     from arew.lab.lm.token_losses import main as probe
-    from arew.lab.lm.token_losses import token_categories
+    from arew.lab.lm.token_losses import first_turns, token_categories
 
     messages = [
         {"role": "user", "content": "Turn 1 of 10: ask."},
@@ -167,6 +167,7 @@ def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_shor
     # the first update's answer word apart from the later ones (which have earlier answers as distractors)
     assert text["yesno_first"] == "yes" and text["yesno"] == "no" and text["named"].startswith(":1up3down") and text["estimate"].startswith("0.6,0.5,0.4")
     assert {c for c, label in zip(categories, labels) if label == IGNORE} <= {None}  # only the assistant's tokens are named
-    rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--out", str(tmp_path)])
+    assert first_turns(messages, 1) == messages[:4] and first_turns(messages, 5) == messages
+    rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--turns", "1", "--out", str(tmp_path)])
     assert [row["step"] for row in rows] == [1, 2] and {"signs", "yesno", "yesno_first", "estimate"} <= set(rows[-1])
     assert (tmp_path / "token_losses.jsonl").read_text().count("\n") == 2
