@@ -143,8 +143,8 @@ def test_a_calibration_is_read_back_only_for_the_model_it_measured(tmp_path, mon
 def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_short_sft(tmp_path):
     """The categories docs/guides/lm-lab.md reports (arew.lab.lm.token_losses), on a competent turn pair; then two SFT
     steps of the probe itself on 8 transcripts, measured on one held-out transcript after each (lab tier: about 20 s)."""
-    from arew.lab.lm.token_losses import main as probe
     from arew.lab.lm.token_losses import first_turns, token_categories
+    from arew.lab.lm.token_losses import main as probe
 
     messages = [
         {"role": "user", "content": "Turn 1 of 10: ask."},
