@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--bf16", action="store_true", help="SFT under bf16 autocast")
     parser.add_argument("--episodes", type=int, default=WarmStart.episodes, help="training transcripts")
     parser.add_argument("--turns", type=int, default=None,
-                        help="train on each transcript up to its first N turns' question and update only (shorter, cheaper steps); "
-                             "the held-out transcripts stay whole")  # fmt: skip
+                        help="each transcript, the held-out ones too, up to its first N turns' question and update only "
+                             "(shorter, cheaper steps: a curriculum's first stage)")  # fmt: skip
     parser.add_argument("--held-out", type=int, default=HELD_OUT_EPISODES, help="held-out transcripts the losses are measured on")
     parser.add_argument("--out", default="runs/lm-lab/token-losses", help="folder for the tokenizer and token_losses.jsonl")
     args = parser.parse_args(argv)
@@ -135,9 +135,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     conversations, _ = transcripts(config)
-    if args.turns is not None:
-        conversations = [first_turns(messages, args.turns) for messages in conversations]
     held_out, _ = transcripts(replace(config, episodes=args.held_out, seed=HELD_OUT_SEED))
+    if args.turns is not None:
+        conversations, held_out = ([first_turns(messages, args.turns) for messages in group] for group in (conversations, held_out))
     model, tokenizer = untrained_model(config, conversations, out)
     examples = [(*encode(tokenizer, messages), token_categories(tokenizer, messages)) for messages in held_out]
     measured: list[dict] = []
