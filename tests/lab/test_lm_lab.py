@@ -164,10 +164,10 @@ def test_the_token_loss_probe_names_each_kind_of_assistant_token_and_runs_a_shor
     # a token across a span's edge ("-</") counts in the span it starts in
     assert text["rows"].startswith("Movie1:3,2,1\nMovie2:2,2,4Movie2:") and text["signs"].startswith("\nSign:1+,2=,3-")
     assert text["question"].startswith("1,2|1,3")
-    # the first update's answer word apart from the later ones (which have earlier answers as distractors)
+    # the first update's answer word (no earlier answer in the context) apart from the later ones
     assert text["yesno_first"] == "yes" and text["yesno"] == "no" and text["named"].startswith(":1up3down") and text["estimate"].startswith("0.6,0.5,0.4")
     assert {c for c, label in zip(categories, labels) if label == IGNORE} <= {None}  # only the assistant's tokens are named
     assert first_turns(messages, 1) == messages[:4] and first_turns(messages, 5) == messages
-    rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--turns", "1", "--out", str(tmp_path)])
+    rows = probe(["--steps", "2", "--every", "1", "--episodes", "8", "--held-out", "1", "--turns", "2", "--out", str(tmp_path)])
     assert [row["step"] for row in rows] == [1, 2] and {"signs", "yesno", "yesno_first", "estimate"} <= set(rows[-1])
     assert (tmp_path / "token_losses.jsonl").read_text().count("\n") == 2
