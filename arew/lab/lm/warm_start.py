@@ -12,11 +12,11 @@ build fine-tuned further on locked transcripts, as an instruct model that could 
 habits that do not (the paper's premise): the skill is in the weights, the policy rarely uses it. The base's
 tokenizer and architecture carry over.
 
-Two SFT trainers with the same schedule, and at seed 0 the same batches (``sft_trainer``): ``lab``, this module's own loop (a few hundred
-steps of next-token loss in one process, with the tokenizer loaded from the model folder exactly as verl loads it;
-what the token-loss probe hooks into), and ``verl``, verl's own SFT trainer on the CPU backend
-(:mod:`arew.verl_plugin.sft`: ``torchrun``, an FSDP2 process group on gloo), about a quarter slower a step and
-16 s to start. Their first steps' losses agree to three decimals (docs/guides/lm-lab.md).
+Two SFT trainers with the same schedule, and at seed 0 the same batches (``sft_trainer``): ``lab``, this module's
+own loop (a few hundred steps of next-token loss in one process, with the tokenizer loaded from the model folder
+exactly as verl loads it; what the token-loss probe hooks into), and ``verl``, verl's own SFT trainer on the CPU
+backend (:mod:`arew.verl_plugin.sft`: ``torchrun``, an FSDP2 process group on gloo), about a quarter slower a step
+and 16 s to start. Their first steps' losses agree within 0.1% (docs/guides/lm-lab.md).
 
 Every build is cached under ``<cache>/<name>-<hash>``: the hash covers the :class:`WarmStart` settings, the
 source of this module, of the player and of the task's prompts, and the torch and transformers versions,
